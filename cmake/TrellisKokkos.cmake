@@ -1,0 +1,39 @@
+# Kokkos and KokkosKernels as trellis::kokkos and trellis::kokkoskernels.
+#
+# A standalone Kokkos (>= 3.4, Spack, modules, Kokkos_ROOT) exports Kokkos::kokkos and
+# Kokkos::kokkoskernels and is used as is. Debian's libtrilinos-kokkos-dev ships the TriBITS
+# packaging of Trilinos 13: its targets are trilinos_kokkoscore / trilinos_kokkoskernels and
+# carry no include directory (headers live in /usr/include/trilinos; its Kokkos::kokkos points
+# at a missing <prefix>/include), so we build our own targets from the trilinos_* ones.
+find_package(Kokkos 3.4 REQUIRED CONFIG)
+find_package(KokkosKernels REQUIRED CONFIG)
+
+add_library(trellis::kokkos INTERFACE IMPORTED)
+add_library(trellis::kokkoskernels INTERFACE IMPORTED)
+
+# Checked first: Debian also defines a Kokkos::kokkos whose include dir does not exist.
+if(TARGET trilinos_kokkoscore)
+  find_path(TRELLIS_KOKKOS_INCLUDE_DIR KokkosCore_config.h
+            HINTS ${Kokkos_INCLUDE_DIRS} PATH_SUFFIXES trilinos REQUIRED)
+  find_path(TRELLIS_KOKKOSKERNELS_INCLUDE_DIR KokkosKernels_config.h
+            HINTS ${KokkosKernels_INCLUDE_DIRS} ${TRELLIS_KOKKOS_INCLUDE_DIR}
+            PATH_SUFFIXES trilinos REQUIRED)
+  target_include_directories(trellis::kokkos SYSTEM INTERFACE ${TRELLIS_KOKKOS_INCLUDE_DIR})
+  target_link_libraries(trellis::kokkos INTERFACE trilinos_kokkoscore trilinos_kokkoscontainers)
+  target_include_directories(trellis::kokkoskernels SYSTEM INTERFACE
+                             ${TRELLIS_KOKKOSKERNELS_INCLUDE_DIR})
+  target_link_libraries(trellis::kokkoskernels INTERFACE trilinos_kokkoskernels trellis::kokkos)
+  message(STATUS "Kokkos ${Kokkos_VERSION} (Trilinos packaging, shimmed), devices: ${Kokkos_DEVICES}")
+elseif(TARGET Kokkos::kokkos)
+  target_link_libraries(trellis::kokkos INTERFACE Kokkos::kokkos)
+  target_link_libraries(trellis::kokkoskernels INTERFACE Kokkos::kokkoskernels)
+  message(STATUS "Kokkos ${Kokkos_VERSION} (standalone package), devices: ${Kokkos_DEVICES}")
+else()
+  message(FATAL_ERROR "Found Kokkos at '${Kokkos_DIR}' but it exports neither Kokkos::kokkos "
+                      "nor trilinos_kokkoscore; set Kokkos_ROOT to a Kokkos >= 3.4 install.")
+endif()
+
+if(TRELLIS_ENABLE_CUDA AND NOT "CUDA" IN_LIST Kokkos_DEVICES)
+  message(FATAL_ERROR "TRELLIS_ENABLE_CUDA=ON needs a Kokkos built with the CUDA backend "
+                      "(found devices: ${Kokkos_DEVICES}). CUDA 13 needs Kokkos >= 4.7.")
+endif()

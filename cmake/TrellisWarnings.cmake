@@ -1,0 +1,8 @@
+# Warnings and sanitizers, applied to our own targets only (never to dependencies).
+function(trellis_set_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  if(TRELLIS_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=${TRELLIS_SANITIZE} -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=${TRELLIS_SANITIZE})
+  endif()
+endfunction()

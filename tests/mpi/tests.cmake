@@ -1,0 +1,1 @@
+# One line per Catch2 tag of tests/mpi/*.cpp: the rank counts each runs at.
