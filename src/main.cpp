@@ -1,1 +1,162 @@
-int main() { return 0; }
+// trellis: one SPMD executable. Subcommands are wiring only; the work lives in the library.
+//
+//   trellis train --config FILE [--section.key=value ...]
+//   trellis eval  --weights FILE --data FILE [--batch N]
+//   trellis info  [--config FILE] [--section.key=value ...]
+//
+// Exit codes: 0 ok, 1 failure, 2 bad configuration or usage, 3 bad input data or weights.
+#include "trellis/comm/device_binding.hpp"
+#include "trellis/core/error.hpp"
+#include "trellis/core/log.hpp"
+#include "trellis/train/agreement.hpp"
+#include "trellis/train/build_info.hpp"
+#include "trellis/train/evaluate.hpp"
+#include "trellis/train/train_config.hpp"
+#include "trellis/train/trainer.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <mpi.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace trellis;
+
+const char* kUsage =
+    "usage: trellis <command> [options]\n"
+    "  train --config FILE [--section.key=value ...]   train a model (see `trellis train --help`)\n"
+    "  eval  --weights FILE --data FILE [--batch N]     evaluate saved weights on a dataset\n"
+    "  info  [--config FILE] [--section.key=value ...]  build, backends, ranks and devices\n";
+
+struct CommandLine {
+  std::string command;
+  std::string config_file;
+  std::vector<std::string> overrides;
+  std::string weights, data;
+  long batch = 1000;
+  bool help = false;
+};
+
+// Splits "--name value" / "--name=value" for the few options each command owns; every other
+// "--section.key=value" is a config override checked against the schema later.
+CommandLine parse_command_line(int argc, char** argv) {
+  CommandLine cl;
+  if (argc < 2) throw ConfigError(std::string("no command given\n") + kUsage);
+  cl.command = argv[1];
+  if (cl.command == "--help" || cl.command == "-h" || cl.command == "help") {
+    cl.help = true;
+    return cl;
+  }
+  if (cl.command != "train" && cl.command != "eval" && cl.command != "info")
+    throw ConfigError("unknown command '" + cl.command + "'\n" + kUsage);
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto take_value = [&](const std::string& name) -> std::string {
+      if (arg.rfind(name + "=", 0) == 0) return arg.substr(name.size() + 1);
+      if (i + 1 >= argc) throw ConfigError("option " + name + " needs a value");
+      return argv[++i];
+    };
+    auto is = [&](const std::string& name) { return arg == name || arg.rfind(name + "=", 0) == 0; };
+    if (arg == "--help" || arg == "-h") cl.help = true;
+    else if (is("--config")) cl.config_file = take_value("--config");
+    else if (cl.command == "eval" && is("--weights")) cl.weights = take_value("--weights");
+    else if (cl.command == "eval" && is("--data")) cl.data = take_value("--data");
+    else if (cl.command == "eval" && is("--batch")) cl.batch = std::stol(take_value("--batch"));
+    else if (cl.command == "eval") throw ConfigError("unknown eval option '" + arg + "'\n" + kUsage);
+    else if (arg.rfind("--", 0) == 0 && arg.find('=') == std::string::npos && i + 1 < argc &&
+             std::string(argv[i + 1]).rfind("--", 0) != 0)
+      cl.overrides.push_back(arg + "=" + argv[++i]);
+    else cl.overrides.push_back(arg);
+  }
+  if (cl.command == "eval" && !cl.help && (cl.weights.empty() || cl.data.empty()))
+    throw ConfigError("eval needs --weights FILE and --data FILE\n" + std::string(kUsage));
+  if (cl.command == "eval" && cl.batch < 1) throw ConfigError("eval --batch must be >= 1");
+  return cl;
+}
+
+void print_help(const std::string& command) {
+  std::printf("%s", kUsage);
+  if (command == "train" || command == "info") {
+    std::printf("\nconfig keys (INI [section] key = value, or --section.key=value):\n");
+    for (const auto& key : config_schema())
+      std::printf("  %-24s %-14s %s\n", key.name, key.default_value[0] ? key.default_value : "\"\"",
+                  key.help);
+  }
+}
+
+void initialize_kokkos(int device) {
+#if KOKKOS_VERSION >= 30700
+  Kokkos::InitializationSettings settings;
+  if (device >= 0) settings.set_device_id(device);
+  Kokkos::initialize(settings);
+#else
+  Kokkos::InitArguments arguments;
+  if (device >= 0) arguments.device_id = device;
+  Kokkos::initialize(arguments);
+#endif
+}
+
+int run(int argc, char** argv, int rank) {
+  CommandLine cl;
+  run_agreed(MPI_COMM_WORLD, Logger(rank), [&] { cl = parse_command_line(argc, argv); });
+  if (cl.help) {
+    if (rank == 0) print_help(cl.command);
+    return 0;
+  }
+  const NodeBinding node = bind_to_node(MPI_COMM_WORLD);
+  initialize_kokkos(node.device);
+  struct KokkosFinalizer {
+    ~KokkosFinalizer() { Kokkos::finalize(); }
+  } finalizer;
+
+  const Logger log(rank);
+  if (cl.command == "eval") {
+    evaluate_weights_command(MPI_COMM_WORLD, cl.weights, cl.data, cl.batch, log);
+    return 0;
+  }
+  TrainConfig config;
+  run_agreed(MPI_COMM_WORLD, log, [&] { config = TrainConfig::from(RawConfig::parse(cl.config_file, cl.overrides)); });
+  if (cl.command == "info") {
+    print_info(MPI_COMM_WORLD, config, node, log);
+    return 0;
+  }
+  Trainer trainer(config, MPI_COMM_WORLD, node, log);
+  trainer.run();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    std::fprintf(stderr, "error: MPI_Init_thread failed\n");
+    return 1;
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const trellis::Logger log(rank);
+  int code = 0;
+  try {
+    code = run(argc, argv, rank);
+  } catch (const trellis::AgreedFailure& e) {
+    // Every rank agreed to stop; the failing ranks printed their own messages.
+    code = static_cast<int>(e.code());
+  } catch (const trellis::Error& e) {
+    log.error(e.what());
+    code = static_cast<int>(e.code());
+    // An error that only this rank may have seen: end the whole job now rather than leave
+    // the other ranks waiting in a collective.
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  } catch (const std::exception& e) {
+    log.error(std::string("unexpected exception: ") + e.what());
+    code = 1;
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  }
+  MPI_Finalize();
+  return code;
+}

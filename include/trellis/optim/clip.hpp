@@ -1,0 +1,28 @@
+// Gradient-norm clipping over the flat gradient buffer, as torch.nn.utils.clip_grad_norm_
+// (L2 norm): with coef = max_norm / (norm + 1e-6), gradients are scaled by coef when coef < 1.
+//
+// Sums of squares accumulate in double. With gradients split over ranks (ZeRO, tp, pp),
+// all-reduce grad_sum_of_squares() first, then call clip_to_norm() with the global norm.
+#pragma once
+
+#include "trellis/core/kokkos_types.hpp"
+
+#include <cstdint>
+
+namespace trellis {
+
+double grad_sum_of_squares(ConstFloatView grads);  // sum of g*g
+double global_grad_norm(ConstFloatView grads);     // sqrt of the above
+
+// Scales grads by max_norm / (norm + 1e-6) when that is below 1; returns whether it did.
+// Does nothing when max_norm <= 0 (clipping off) or norm is not finite: torch would turn
+// every gradient into NaN, and the caller skips a non-finite step anyway.
+bool clip_to_norm(FloatView grads, double norm, double max_norm);
+
+// Computes the norm, clips as clip_to_norm() and returns the norm before clipping.
+double clip_grad_norm(FloatView grads, double max_norm);
+
+std::int64_t count_nonfinite(ConstFloatView values);  // NaN and +-inf elements
+bool all_finite(ConstFloatView values);
+
+}  // namespace trellis

@@ -1,0 +1,83 @@
+// Typed, validated view of a RawConfig. Every check names the key, the value it found and
+// what is allowed, and runs before any data is read or any buffer is allocated.
+#pragma once
+
+#include "trellis/train/config.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trellis {
+
+struct ModelConfig {
+  std::string type;         // "mlp"
+  std::vector<int> hidden;  // widths of the hidden layers
+  std::string activation;   // "relu" | "gelu"
+  float dropout = 0;
+  std::string init;         // "kaiming" | "xavier"
+};
+
+struct TrainLoopConfig {
+  std::int64_t global_batch = 0;
+  std::int64_t micro_batch = 0;  // 0 until resolve_batch() sets it from dp
+  std::int64_t epochs = 0;
+  std::int64_t max_steps = 0;    // 0 = unlimited
+  std::uint64_t seed = 0;
+  std::int64_t eval_batch = 0;
+  bool eval_every_epoch = true;
+};
+
+struct OptimConfig {
+  std::string type;
+  float lr = 0, momentum = 0, weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0, alpha = 0;
+  bool nesterov = false;
+  float clip_norm = 0;
+};
+
+struct SchedConfig {
+  std::string type;
+  std::int64_t warmup_steps = 0, step_size = 0;
+  float gamma = 0, min_lr = 0, pct_start = 0, div_factor = 0, final_div_factor = 0;
+};
+
+struct DataConfig {
+  std::string train, test;
+  bool shuffle = true;
+  std::string remainder;  // "partial" | "drop"
+};
+
+struct ParallelConfig {
+  int tp = 1, pp = 1;
+  double bucket_mb = 25;
+};
+
+struct TrainConfig {
+  RawConfig raw;
+  ModelConfig model;
+  TrainLoopConfig train;
+  OptimConfig optim;
+  SchedConfig sched;
+  DataConfig data;
+  ParallelConfig parallel;
+  std::string run_dir;
+  std::int64_t log_interval = 0;
+
+  static TrainConfig from(const RawConfig& raw);
+
+  // Checks the batch arithmetic against the data-parallel size and fills in the micro-batch:
+  // global_batch must be a multiple of dp * micro_batch.
+  void resolve_batch(int dp);
+  std::int64_t local_batch(int dp) const { return train.global_batch / dp; }
+  std::int64_t accumulation_steps(int dp) const { return local_batch(dp) / train.micro_batch; }
+};
+
+// Typed accessors, public for tests: each throws ConfigError naming the key.
+std::int64_t config_int(const RawConfig& raw, const std::string& key, std::int64_t min_value);
+double config_double(const RawConfig& raw, const std::string& key, double min_value, double max_value);
+bool config_bool(const RawConfig& raw, const std::string& key);
+std::string config_choice(const RawConfig& raw, const std::string& key,
+                          const std::vector<std::string>& allowed);
+std::vector<int> config_int_list(const RawConfig& raw, const std::string& key, int min_value);
+
+}  // namespace trellis

@@ -1,0 +1,61 @@
+#include "trellis/optim/clip.hpp"
+
+#include "trellis/core/math.hpp"
+
+#include <cmath>
+#include <string>
+
+namespace trellis {
+
+namespace {
+// Kokkos takes labels as std::string; statics avoid building one (and allocating) per call.
+const std::string kSumSquaresLabel = "trellis::clip::sum_of_squares";
+const std::string kScaleLabel = "trellis::clip::scale";
+const std::string kNonfiniteLabel = "trellis::clip::count_nonfinite";
+}  // namespace
+
+double grad_sum_of_squares(ConstFloatView grads) {
+  double sum = 0.0;
+  Kokkos::parallel_reduce(
+      kSumSquaresLabel, Kokkos::RangePolicy<ExecSpace>(0, grads.extent(0)),
+      KOKKOS_LAMBDA(const std::size_t i, double& acc) {
+        const double g = grads(i);
+        acc += g * g;
+      },
+      sum);
+  return sum;
+}
+
+double global_grad_norm(ConstFloatView grads) { return std::sqrt(grad_sum_of_squares(grads)); }
+
+bool clip_to_norm(FloatView grads, double norm, double max_norm) {
+  if (!(max_norm > 0.0) || !std::isfinite(norm)) return false;
+  const double coef = max_norm / (norm + 1e-6);
+  if (!(coef < 1.0)) return false;
+  const float scale = static_cast<float>(coef);
+  Kokkos::parallel_for(
+      kScaleLabel, Kokkos::RangePolicy<ExecSpace>(0, grads.extent(0)),
+      KOKKOS_LAMBDA(const std::size_t i) { grads(i) *= scale; });
+  return true;
+}
+
+double clip_grad_norm(FloatView grads, double max_norm) {
+  const double norm = global_grad_norm(grads);
+  clip_to_norm(grads, norm, max_norm);
+  return norm;
+}
+
+std::int64_t count_nonfinite(ConstFloatView values) {
+  std::int64_t count = 0;
+  Kokkos::parallel_reduce(
+      kNonfiniteLabel, Kokkos::RangePolicy<ExecSpace>(0, values.extent(0)),
+      KOKKOS_LAMBDA(const std::size_t i, std::int64_t& acc) {
+        if (!math::isfinite(values(i))) ++acc;
+      },
+      count);
+  return count;
+}
+
+bool all_finite(ConstFloatView values) { return count_nonfinite(values) == 0; }
+
+}  // namespace trellis

@@ -1,0 +1,80 @@
+#include "trellis/optim/optimizer.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/optim/adam.hpp"
+#include "trellis/optim/rmsprop.hpp"
+#include "trellis/optim/sgd.hpp"
+
+namespace trellis {
+
+Optimizer::Optimizer(std::size_t numel, ConstFloatView decay_mask)
+    : numel_(numel), decay_mask_(decay_mask) {
+  TRELLIS_REQUIRE(decay_mask.extent(0) == numel,
+                  "decay mask has " + std::to_string(decay_mask.extent(0)) +
+                      " elements, optimizer has " + std::to_string(numel));
+}
+
+void Optimizer::step(FloatView params, ConstFloatView grads, float lr, std::size_t begin,
+                     std::size_t end) {
+  // Messages are built only on failure, so the check costs no allocation per step.
+  TRELLIS_REQUIRE(params.extent(0) == numel_,
+                  "params has " + std::to_string(params.extent(0)) + " elements, optimizer " +
+                      std::to_string(numel_));
+  TRELLIS_REQUIRE(grads.extent(0) == numel_,
+                  "grads has " + std::to_string(grads.extent(0)) + " elements, optimizer " +
+                      std::to_string(numel_));
+  TRELLIS_REQUIRE(begin <= end && end <= numel_,
+                  "range [" + std::to_string(begin) + ", " + std::to_string(end) +
+                      ") outside [0, " + std::to_string(numel_) + ")");
+  ++step_count_;
+  update(params, grads, lr, begin, end);
+}
+
+void Optimizer::set_step_count(std::int64_t count) {
+  TRELLIS_REQUIRE(count >= 0, "negative step count " + std::to_string(count));
+  step_count_ = count;
+}
+
+namespace {
+
+// `!(x >= lo)` rather than `x < lo` so that NaN fails too.
+void require_at_least(float value, float lo, const char* key) {
+  if (!(value >= lo))
+    throw ConfigError(std::string(key) + " must be >= " + std::to_string(lo) + ", got " +
+                      std::to_string(value));
+}
+
+void require_unit_interval(float value, const char* key) {  // [0, 1)
+  if (!(value >= 0.0f && value < 1.0f))
+    throw ConfigError(std::string(key) + " must be in [0, 1), got " + std::to_string(value));
+}
+
+}  // namespace
+
+void validate_optimizer_spec(const OptimizerSpec& spec) {
+  const std::string& type = spec.type;
+  if (type != "sgd" && type != "adam" && type != "adamw" && type != "rmsprop")
+    throw ConfigError("optim.type: unknown optimizer '" + type +
+                      "' (allowed: sgd, adam, adamw, rmsprop)");
+  require_at_least(spec.weight_decay, 0.0f, "optim.weight_decay");
+  if (type == "sgd" || type == "rmsprop") require_at_least(spec.momentum, 0.0f, "optim.momentum");
+  if (type == "sgd" && spec.nesterov && !(spec.momentum > 0.0f))
+    throw ConfigError("optim.nesterov needs optim.momentum > 0");
+  if (type == "adam" || type == "adamw") {
+    require_unit_interval(spec.beta1, "optim.beta1");
+    require_unit_interval(spec.beta2, "optim.beta2");
+  }
+  if (type != "sgd") require_at_least(spec.eps, 0.0f, "optim.eps");
+  if (type == "rmsprop") require_unit_interval(spec.alpha, "optim.alpha");
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::size_t numel,
+                                          ConstFloatView decay_mask) {
+  validate_optimizer_spec(spec);
+  if (spec.type == "sgd") return std::make_unique<Sgd>(spec, numel, decay_mask);
+  if (spec.type == "rmsprop") return std::make_unique<RmsProp>(spec, numel, decay_mask);
+  const auto decay = spec.type == "adamw" ? Adam::Decay::decoupled : Adam::Decay::coupled;
+  return std::make_unique<Adam>(spec, decay, numel, decay_mask);
+}
+
+}  // namespace trellis

@@ -1,0 +1,207 @@
+#include "trellis/train/config.hpp"
+
+#include "trellis/core/error.hpp"
+
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace po = boost::program_options;
+
+namespace trellis {
+
+const std::vector<ConfigKey>& config_schema() {
+  static const std::vector<ConfigKey> schema = {
+      {"model.type", "mlp", "network family: mlp"},
+      {"model.hidden", "256,128", "hidden layer widths of the MLP, comma-separated"},
+      {"model.activation", "relu", "activation: relu | gelu"},
+      {"model.dropout", "0", "dropout probability after each hidden activation, in [0, 1)"},
+      {"model.init", "kaiming", "weight initialisation: kaiming | xavier"},
+      {"train.global_batch", "128", "samples per optimizer step over all data-parallel ranks"},
+      {"train.micro_batch", "0", "samples per forward/backward on one rank; 0 = global_batch / dp "
+                                 "(gradients accumulate over global_batch / (dp * micro_batch))"},
+      {"train.epochs", "1", "passes over the training set"},
+      {"train.max_steps", "0", "stop after this many optimizer steps; 0 = no limit"},
+      {"train.seed", "1234", "seed of initialisation, shuffling and dropout"},
+      {"train.eval_batch", "1000", "samples per evaluation batch on one rank"},
+      {"train.eval_every_epoch", "true", "evaluate on data.test after every epoch"},
+      {"optim.type", "sgd", "optimizer: sgd | adam | adamw | rmsprop"},
+      {"optim.lr", "0.05", "base learning rate"},
+      {"optim.momentum", "0.9", "momentum (sgd, rmsprop)"},
+      {"optim.nesterov", "false", "Nesterov momentum (sgd)"},
+      {"optim.weight_decay", "0", "weight decay (L2 for sgd/adam/rmsprop, decoupled for adamw)"},
+      {"optim.beta1", "0.9", "Adam beta1"},
+      {"optim.beta2", "0.999", "Adam beta2"},
+      {"optim.eps", "1e-8", "Adam / RMSProp epsilon"},
+      {"optim.alpha", "0.99", "RMSProp smoothing constant"},
+      {"optim.clip_norm", "0", "clip the global gradient norm to this value; 0 = off"},
+      {"sched.type", "constant", "learning-rate schedule: constant | step | cosine | onecycle"},
+      {"sched.warmup_steps", "0", "linear warm-up steps (constant, step, cosine)"},
+      {"sched.step_size", "1000", "steps between decays (step)"},
+      {"sched.gamma", "0.1", "decay factor (step)"},
+      {"sched.min_lr", "0", "final learning rate (cosine)"},
+      {"sched.pct_start", "0.3", "fraction of steps spent rising (onecycle)"},
+      {"sched.div_factor", "25", "initial lr = lr / div_factor (onecycle)"},
+      {"sched.final_div_factor", "10000", "final lr = initial lr / final_div_factor (onecycle)"},
+      {"data.train", "", "training set: an HDF5 file or a glob of shard files"},
+      {"data.test", "", "test set: an HDF5 file or a glob of shard files (optional)"},
+      {"data.shuffle", "true", "reshuffle the training set every epoch"},
+      {"data.remainder", "partial", "last incomplete global batch: partial (use it) | drop"},
+      {"parallel.tp", "1", "tensor-parallel ranks (only 1 is supported so far)"},
+      {"parallel.pp", "1", "pipeline-parallel stages (only 1 is supported so far)"},
+      {"parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB"},
+      {"run.dir", "runs/default", "directory for config.ini, metrics.jsonl and model.h5"},
+      {"log.interval", "50", "log every this many optimizer steps"},
+  };
+  return schema;
+}
+
+namespace {
+
+const ConfigKey* find_key(const std::string& name) {
+  for (const auto& key : config_schema())
+    if (name == key.name) return &key;
+  return nullptr;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string section_keys(const std::string& key) {
+  const std::string section = key.substr(0, key.find('.'));
+  std::string list;
+  for (const auto& k : config_schema()) {
+    const std::string name = k.name;
+    if (name.compare(0, section.size() + 1, section + ".") == 0) list += (list.empty() ? "" : ", ") + name;
+  }
+  return list;
+}
+
+void reject_unknown(const std::string& key, const std::string& where) {
+  std::string message = "unknown config key '" + key + "' in " + where + "; did you mean '" +
+                        closest_config_key(key) + "'?";
+  const std::string same_section = section_keys(key);
+  if (!same_section.empty()) message += " Keys of this section: " + same_section;
+  message += " (see `trellis train --help` for all keys)";
+  throw ConfigError(message);
+}
+
+}  // namespace
+
+std::string closest_config_key(const std::string& key) {
+  const ConfigKey* best = nullptr;
+  std::size_t best_distance = ~std::size_t{0};
+  for (const auto& candidate : config_schema()) {
+    const std::size_t d = edit_distance(key, candidate.name);
+    if (d < best_distance) best_distance = d, best = &candidate;
+  }
+  return best ? best->name : "";
+}
+
+RawConfig RawConfig::parse(const std::string& config_file,
+                           const std::vector<std::string>& overrides) {
+  if (config_file.empty()) return parse_stream(nullptr, "", overrides);
+  std::ifstream in(config_file);
+  if (!in) throw ConfigError("cannot open config file '" + config_file + "'");
+  return parse_stream(&in, "config file '" + config_file + "'", overrides);
+}
+
+RawConfig RawConfig::parse_text(const std::string& ini_text, const std::string& source,
+                                const std::vector<std::string>& overrides) {
+  std::istringstream in(ini_text);
+  return parse_stream(&in, source, overrides);
+}
+
+RawConfig RawConfig::parse_stream(std::istream* ini, const std::string& source,
+                                  const std::vector<std::string>& overrides) {
+  RawConfig config;
+  for (const auto& key : config_schema()) {
+    config.values_[key.name] = key.default_value;
+    config.explicit_[key.name] = false;
+  }
+  config.source_ = ini ? source : "(defaults)";
+
+  // Overrides are "--section.key=value" (an empty value is allowed: --data.test= clears it).
+  // A key given twice takes the later value, so wrapper scripts can append overrides.
+  std::set<std::string> seen;
+  for (const auto& arg : overrides) {
+    const auto equals = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || equals == std::string::npos)
+      throw ConfigError("unexpected argument '" + arg + "': overrides are --section.key=value");
+    const std::string key = arg.substr(2, equals - 2);
+    if (!find_key(key)) reject_unknown(key, "the command line");
+    seen.insert(key);
+    config.values_[key] = arg.substr(equals + 1);
+    config.explicit_[key] = true;
+  }
+  try {
+    po::options_description none;
+    if (ini) {
+      auto from_file = po::parse_config_file(*ini, none, /*allow_unregistered=*/true);
+      std::set<std::string> in_file;
+      for (const auto& option : from_file.options) {
+        const std::string& key = option.string_key;
+        if (!find_key(key)) reject_unknown(key, source);
+        if (!in_file.insert(key).second)
+          throw ConfigError("config key '" + key + "' appears twice in " + source);
+        if (seen.count(key)) continue;  // the command line wins
+        config.values_[key] = option.value.empty() ? "" : option.value[0];
+        config.explicit_[key] = true;
+      }
+    }
+  } catch (const po::error& e) {
+    throw ConfigError(std::string("cannot parse configuration (") + config.source_ + "): " + e.what());
+  }
+  return config;
+}
+
+const std::string& RawConfig::get(const std::string& key) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) throw Error("internal: config key '" + key + "' is not in the schema");
+  return it->second;
+}
+
+bool RawConfig::is_default(const std::string& key) const {
+  auto it = explicit_.find(key);
+  return it == explicit_.end() || !it->second;
+}
+
+void RawConfig::set(const std::string& key, const std::string& value) {
+  if (!find_key(key)) reject_unknown(key, "RawConfig::set");
+  values_[key] = value;
+  explicit_[key] = true;
+}
+
+std::string RawConfig::to_ini() const {
+  std::ostringstream out;
+  out << "# Resolved Trellis configuration (source: " << source_ << ")\n";
+  std::string section;
+  for (const auto& key : config_schema()) {
+    const std::string name = key.name;
+    const auto dot = name.find('.');
+    const std::string this_section = name.substr(0, dot);
+    if (this_section != section) {
+      out << (section.empty() ? "" : "\n") << '[' << this_section << "]\n";
+      section = this_section;
+    }
+    out << name.substr(dot + 1) << " = " << get(name) << '\n';
+  }
+  return out.str();
+}
+
+}  // namespace trellis

@@ -1,0 +1,155 @@
+#include "trellis/train/train_config.hpp"
+
+#include "trellis/core/error.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace trellis {
+
+namespace {
+
+[[noreturn]] void bad_value(const std::string& key, const std::string& value, const std::string& expected) {
+  throw ConfigError("config key " + key + " = '" + value + "': expected " + expected);
+}
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
+}  // namespace
+
+std::int64_t config_int(const RawConfig& raw, const std::string& key, std::int64_t min_value) {
+  const std::string& text = raw.get(key);
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  const std::string expected = "an integer >= " + std::to_string(min_value);
+  if (text.empty() || *end != '\0' || errno == ERANGE) bad_value(key, text, expected);
+  if (value < min_value) bad_value(key, text, expected);
+  return value;
+}
+
+double config_double(const RawConfig& raw, const std::string& key, double min_value, double max_value) {
+  const std::string& text = raw.get(key);
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  std::ostringstream expected;
+  expected << "a number in [" << min_value << ", " << max_value << "]";
+  if (text.empty() || *end != '\0' || !std::isfinite(value)) bad_value(key, text, expected.str());
+  if (value < min_value || value > max_value) bad_value(key, text, expected.str());
+  return value;
+}
+
+bool config_bool(const RawConfig& raw, const std::string& key) {
+  const std::string& text = raw.get(key);
+  if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
+  if (text == "false" || text == "0" || text == "no" || text == "off") return false;
+  bad_value(key, text, "true or false");
+}
+
+std::string config_choice(const RawConfig& raw, const std::string& key,
+                          const std::vector<std::string>& allowed) {
+  const std::string& text = raw.get(key);
+  for (const auto& choice : allowed)
+    if (text == choice) return text;
+  bad_value(key, text, "one of: " + join(allowed, ", "));
+}
+
+std::vector<int> config_int_list(const RawConfig& raw, const std::string& key, int min_value) {
+  const std::string& text = raw.get(key);
+  std::vector<int> values;
+  std::stringstream in(text);
+  std::string item;
+  const std::string expected = "a comma-separated list of integers >= " + std::to_string(min_value);
+  while (std::getline(in, item, ',')) {
+    const auto first = item.find_first_not_of(" \t");
+    const auto last = item.find_last_not_of(" \t");
+    if (first == std::string::npos) bad_value(key, text, expected);
+    item = item.substr(first, last - first + 1);
+    char* end = nullptr;
+    const long value = std::strtol(item.c_str(), &end, 10);
+    if (*end != '\0' || value < min_value || value > 1 << 24) bad_value(key, text, expected);
+    values.push_back(static_cast<int>(value));
+  }
+  return values;
+}
+
+TrainConfig TrainConfig::from(const RawConfig& raw) {
+  TrainConfig c;
+  c.raw = raw;
+  c.model.type = config_choice(raw, "model.type", {"mlp"});
+  c.model.hidden = config_int_list(raw, "model.hidden", 1);
+  c.model.activation = config_choice(raw, "model.activation", {"relu", "gelu"});
+  c.model.dropout = static_cast<float>(config_double(raw, "model.dropout", 0.0, 0.99));
+  c.model.init = config_choice(raw, "model.init", {"kaiming", "xavier"});
+
+  c.train.global_batch = config_int(raw, "train.global_batch", 1);
+  c.train.micro_batch = config_int(raw, "train.micro_batch", 0);
+  c.train.epochs = config_int(raw, "train.epochs", 1);
+  c.train.max_steps = config_int(raw, "train.max_steps", 0);
+  c.train.seed = static_cast<std::uint64_t>(config_int(raw, "train.seed", 0));
+  c.train.eval_batch = config_int(raw, "train.eval_batch", 1);
+  c.train.eval_every_epoch = config_bool(raw, "train.eval_every_epoch");
+
+  c.optim.type = config_choice(raw, "optim.type", {"sgd", "adam", "adamw", "rmsprop"});
+  c.optim.lr = static_cast<float>(config_double(raw, "optim.lr", 0.0, 1e3));
+  c.optim.momentum = static_cast<float>(config_double(raw, "optim.momentum", 0.0, 0.999999));
+  c.optim.nesterov = config_bool(raw, "optim.nesterov");
+  c.optim.weight_decay = static_cast<float>(config_double(raw, "optim.weight_decay", 0.0, 10.0));
+  c.optim.beta1 = static_cast<float>(config_double(raw, "optim.beta1", 0.0, 0.999999));
+  c.optim.beta2 = static_cast<float>(config_double(raw, "optim.beta2", 0.0, 0.99999999));
+  c.optim.eps = static_cast<float>(config_double(raw, "optim.eps", 1e-30, 1.0));
+  c.optim.alpha = static_cast<float>(config_double(raw, "optim.alpha", 0.0, 0.999999));
+  c.optim.clip_norm = static_cast<float>(config_double(raw, "optim.clip_norm", 0.0, 1e9));
+  if (c.optim.nesterov && (c.optim.type != "sgd" || c.optim.momentum <= 0))
+    throw ConfigError("config key optim.nesterov = true needs optim.type = sgd and optim.momentum > 0");
+
+  c.sched.type = config_choice(raw, "sched.type", {"constant", "step", "cosine", "onecycle"});
+  c.sched.warmup_steps = config_int(raw, "sched.warmup_steps", 0);
+  c.sched.step_size = config_int(raw, "sched.step_size", 1);
+  c.sched.gamma = static_cast<float>(config_double(raw, "sched.gamma", 0.0, 1.0));
+  c.sched.min_lr = static_cast<float>(config_double(raw, "sched.min_lr", 0.0, 1e3));
+  c.sched.pct_start = static_cast<float>(config_double(raw, "sched.pct_start", 0.0, 1.0));
+  c.sched.div_factor = static_cast<float>(config_double(raw, "sched.div_factor", 1.0, 1e9));
+  c.sched.final_div_factor = static_cast<float>(config_double(raw, "sched.final_div_factor", 1.0, 1e12));
+
+  c.data.train = raw.get("data.train");
+  c.data.test = raw.get("data.test");
+  c.data.shuffle = config_bool(raw, "data.shuffle");
+  c.data.remainder = config_choice(raw, "data.remainder", {"partial", "drop"});
+
+  c.parallel.tp = static_cast<int>(config_int(raw, "parallel.tp", 1));
+  c.parallel.pp = static_cast<int>(config_int(raw, "parallel.pp", 1));
+  if (c.parallel.tp != 1 || c.parallel.pp != 1)
+    throw ConfigError("config keys parallel.tp and parallel.pp: only 1 is supported so far (got tp=" +
+                      raw.get("parallel.tp") + ", pp=" + raw.get("parallel.pp") + ")");
+  c.parallel.bucket_mb = config_double(raw, "parallel.bucket_mb", 0.001, 1e6);
+
+  c.run_dir = raw.get("run.dir");
+  if (c.run_dir.empty()) throw ConfigError("config key run.dir must not be empty");
+  c.log_interval = config_int(raw, "log.interval", 1);
+  return c;
+}
+
+void TrainConfig::resolve_batch(int dp) {
+  const std::int64_t global = train.global_batch;
+  if (global % dp != 0)
+    throw ConfigError("config key train.global_batch = " + std::to_string(global) +
+                      " is not divisible by the " + std::to_string(dp) +
+                      " data-parallel ranks; use a multiple of " + std::to_string(dp));
+  const std::int64_t local = global / dp;
+  if (train.micro_batch == 0) train.micro_batch = local;
+  if (local % train.micro_batch != 0)
+    throw ConfigError("config keys train.global_batch = " + std::to_string(global) +
+                      " and train.micro_batch = " + std::to_string(train.micro_batch) +
+                      ": global_batch must be a multiple of dp x micro_batch = " +
+                      std::to_string(dp) + " x " + std::to_string(train.micro_batch));
+  raw.set("train.micro_batch", std::to_string(train.micro_batch));
+}
+
+}  // namespace trellis

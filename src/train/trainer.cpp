@@ -1,0 +1,261 @@
+#include "trellis/train/trainer.hpp"
+
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/error.hpp"
+#include "trellis/core/timer.hpp"
+#include "trellis/optim/clip.hpp"
+#include "trellis/train/agreement.hpp"
+#include "trellis/train/model_factory.hpp"
+#include "trellis/train/weights_file.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace trellis {
+
+namespace {
+
+OptimizerSpec optimizer_spec_from(const OptimConfig& c) {
+  OptimizerSpec spec;
+  spec.type = c.type;
+  spec.momentum = c.momentum;
+  spec.nesterov = c.nesterov;
+  spec.weight_decay = c.weight_decay;
+  spec.beta1 = c.beta1;
+  spec.beta2 = c.beta2;
+  spec.eps = c.eps;
+  spec.alpha = c.alpha;
+  return spec;
+}
+
+ScheduleSpec schedule_spec_from(const SchedConfig& c, float base_lr, std::int64_t total_steps) {
+  ScheduleSpec spec;
+  spec.type = c.type;
+  spec.base_lr = base_lr;
+  spec.warmup_steps = c.warmup_steps;
+  spec.total_steps = total_steps;
+  spec.step_size = c.step_size;
+  spec.gamma = c.gamma;
+  spec.min_lr = c.min_lr;
+  spec.pct_start = c.pct_start;
+  spec.div_factor = c.div_factor;
+  spec.final_div_factor = c.final_div_factor;
+  return spec;
+}
+
+std::string format(const char* fmt, double a, double b = 0, double c = 0, double d = 0, double e = 0,
+                   double f = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), fmt, a, b, c, d, e, f);
+  return buf;
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log)
+    : config_(std::move(config)), node_(node), log_(log) {
+  setup(world);
+}
+
+void Trainer::setup(MPI_Comm world) {
+  run_agreed(world, log_, [&] {
+    grid_ = std::make_unique<ProcessGrid>(world, config_.parallel.tp, config_.parallel.pp);
+    config_.resolve_batch(grid_->size(Axis::dp));
+  });
+  const MpiComm& dp = grid_->dp();
+  const int dp_size = dp.size();
+
+  // Files next: every rank opens every shard (collective), so all agree on success.
+  run_agreed(grid_->world().get(), log_, [&] {
+    if (config_.data.train.empty()) throw ConfigError("config key data.train: no training set given");
+    train_data_ = std::make_unique<SampleDataset>(SampleDataset::open(config_.data.train, dp.get()));
+  });
+  run_agreed(grid_->world().get(), log_, [&] {
+    if (!config_.data.test.empty())
+      test_data_ = std::make_unique<SampleDataset>(SampleDataset::open(config_.data.test, dp.get()));
+    if (test_data_ && (test_data_->sample_numel() != train_data_->sample_numel() ||
+                       test_data_->num_classes() != train_data_->num_classes()))
+      throw InputError(config_.data.test + ": samples of " + std::to_string(test_data_->sample_numel()) +
+                       " values and " + std::to_string(test_data_->num_classes()) +
+                       " classes, but the training set has " + std::to_string(train_data_->sample_numel()) +
+                       " values and " + std::to_string(train_data_->num_classes()) + " classes");
+    sampler_ = std::make_unique<DistributedSampler>(
+        train_data_->size(), config_.train.global_batch, config_.train.seed, config_.data.shuffle,
+        config_.data.remainder == "drop" ? RemainderPolicy::drop : RemainderPolicy::partial);
+  });
+
+  const std::int64_t local_batch = config_.local_batch(dp_size);
+  const std::int64_t eval_rows = test_data_ ? config_.train.eval_batch : 0;
+  const std::int64_t capacity = std::max(config_.train.micro_batch, eval_rows);
+  run_agreed(grid_->world().get(), log_, [&] {
+    model_ = std::make_unique<nn::Mlp>(
+        mlp_spec_from(config_.model, train_data_->sample_numel(), train_data_->num_classes(), capacity),
+        store_);
+    store_.finalize(config_.train.seed);
+    loss_ = std::make_unique<nn::SoftmaxCrossEntropy>(train_data_->num_classes(), static_cast<int>(capacity));
+    optimizer_ = make_optimizer(optimizer_spec_from(config_.optim), store_.buffer_size(), store_.decay_mask());
+    schedule_ = std::make_unique<LrSchedule>(schedule_spec_from(config_.sched, config_.optim.lr, total_steps()));
+  });
+  reducer_ = std::make_unique<GradientAllReducer>(
+      dp, store_.grads(), static_cast<std::size_t>(config_.parallel.bucket_mb * 1024 * 1024));
+  buffers_ = std::make_unique<BatchBuffers>(std::max(local_batch, eval_rows), train_data_->sample_numel());
+  local_batch_.indices.reserve(static_cast<std::size_t>(local_batch));
+
+  const bool writer = grid_->rank() == 0;
+  run_agreed(grid_->world().get(), log_, [&] {
+    if (!writer) return;
+    std::filesystem::create_directories(config_.run_dir);
+    std::ofstream out(config_.run_dir + "/config.ini");
+    out << config_.raw.to_ini();
+    if (!out) throw Error("cannot write " + config_.run_dir + "/config.ini");
+  });
+  metrics_ = std::make_unique<MetricsLog>(config_.run_dir + "/metrics.jsonl", writer);
+
+  log_.info("trellis " + std::string(TRELLIS_VERSION) + ": " + std::to_string(grid_->layout().world_size()) +
+            " ranks on " + std::to_string(node_.node_count) + " node(s), grid " + grid_->layout().describe());
+  log_.info("data: " + std::to_string(train_data_->size()) + " training samples of " +
+            shape_string(train_data_->sample_shape()) + ", " + std::to_string(train_data_->num_classes()) +
+            " classes" + (test_data_ ? ", " + std::to_string(test_data_->size()) + " test samples" : ""));
+  log_.info("model: mlp " + config_.raw.get("model.hidden") + ", " + std::to_string(store_.num_elements()) +
+            " parameters; optimizer " + optimizer_->name() + ", schedule " + config_.sched.type);
+  log_.info("batch: global " + std::to_string(config_.train.global_batch) + " = " + std::to_string(dp_size) +
+            " ranks x " + std::to_string(config_.accumulation_steps(dp_size)) + " micro-batches x " +
+            std::to_string(config_.train.micro_batch) + " samples; " +
+            std::to_string(sampler_->steps_per_epoch()) + " steps per epoch; run dir " + config_.run_dir);
+}
+
+std::int64_t Trainer::total_steps() const {
+  const std::int64_t epochs_steps = config_.train.epochs * sampler_->steps_per_epoch();
+  return config_.train.max_steps > 0 ? std::min(config_.train.max_steps, epochs_steps) : epochs_steps;
+}
+
+Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_epoch, StepTimes& times) {
+  const MpiComm& dp = grid_->dp();
+  Stopwatch phase;
+  sampler_->local_indices(epoch, step_in_epoch, dp.rank(), dp.size(), local_batch_);
+  const auto rows = static_cast<std::int64_t>(local_batch_.indices.size());
+  if (rows > 0) train_data_->read(local_batch_.indices, buffers_->host_inputs.data(), buffers_->host_labels.data());
+  buffers_->upload(rows);
+  times.data += phase.fenced_seconds();
+
+  phase.restart();
+  store_.zero_grads();
+  // Mean over the global batch: every rank scales by the same 1/b, so the dp sum is the mean.
+  const float scale = 1.0f / static_cast<float>(local_batch_.global_size);
+  double sums[3] = {0.0, 0.0, static_cast<double>(rows)};  // loss sum, correct, samples
+  const std::int64_t micro = config_.train.micro_batch;
+  for (std::int64_t first = 0; first < rows; first += micro) {
+    const int m = static_cast<int>(std::min(micro, rows - first));
+    nn::StepContext ctx;
+    ctx.seed = config_.train.seed;
+    ctx.step = global_step_;
+    ctx.first_sample = local_batch_.first_position + first;
+    ctx.training = true;
+    ConstMatrix logits = model_->forward(buffers_->input_rows(first, m), m, ctx);
+    const auto result = loss_->forward(logits, buffers_->label_rows(first, m), m);
+    sums[0] += result.loss_sum;
+    sums[1] += static_cast<double>(result.correct);
+    loss_->backward(scale);
+    model_->backward(loss_->input_grad(), m);
+  }
+  times.compute += phase.fenced_seconds();
+
+  phase.restart();
+  reducer_->all_reduce();
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, dp.get()));
+  times.comm += phase.seconds();
+
+  phase.restart();
+  StepStats stats;
+  stats.loss_sum = sums[0];
+  stats.correct = sums[1];
+  stats.samples = sums[2];
+  // Every rank holds the same reduced gradient and loss, so they all decide alike here.
+  if (!std::isfinite(stats.loss_sum))
+    throw Error("non-finite training loss at step " + std::to_string(global_step_ + 1) +
+                " (lower optim.lr or set optim.clip_norm)");
+  stats.grad_norm = clip_grad_norm(store_.grads(), config_.optim.clip_norm);
+  optimizer_->step(store_.params(), store_.grads(), schedule_->lr(global_step_));
+  times.optimizer += phase.fenced_seconds();
+  ++global_step_;
+  return stats;
+}
+
+void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, StepTimes& times) {
+  const double loss = stats.loss_sum / stats.samples;
+  const double samples_per_sec = times.total > 0 ? static_cast<double>(times.samples) / times.total : 0.0;
+  const double step_time = times.total / static_cast<double>(std::max<std::int64_t>(times.steps, 1));
+  metrics_->write(JsonLine()
+                      .add("step", global_step_)
+                      .add("epoch", epoch + 1)
+                      .add("loss", loss)
+                      .add("train_accuracy", stats.correct / stats.samples)
+                      .add("lr", static_cast<double>(lr))
+                      .add("grad_norm", stats.grad_norm)
+                      .add("samples_per_sec", samples_per_sec)
+                      .add("step_time_s", step_time)
+                      .add("data_time_s", times.data / times.steps)
+                      .add("compute_time_s", times.compute / times.steps)
+                      .add("comm_time_s", times.comm / times.steps)
+                      .add("optimizer_time_s", times.optimizer / times.steps));
+  log_.info(format("epoch %.0f step %6.0f/%.0f  loss %.4f  lr %.4g  %.0f samples/s", static_cast<double>(epoch + 1),
+                   static_cast<double>(global_step_), static_cast<double>(total_steps()), loss, lr, samples_per_sec));
+  times = StepTimes{};
+}
+
+EvalResult Trainer::evaluate_and_log(std::int64_t epoch) {
+  Stopwatch watch;
+  const EvalResult result = evaluate_classifier(*model_, *loss_, *test_data_, *buffers_, grid_->dp());
+  const double seconds = watch.seconds();
+  metrics_->write(JsonLine()
+                      .add("step", global_step_)
+                      .add("epoch", epoch + 1)
+                      .add("test_loss", result.loss)
+                      .add("test_accuracy", result.accuracy)
+                      .add("test_samples", result.samples)
+                      .add("eval_time_s", seconds));
+  log_.info(format("epoch %.0f  test loss %.4f  test accuracy %.2f%%  (%.0f samples, %.1f s)",
+                   static_cast<double>(epoch + 1), result.loss, 100.0 * result.accuracy,
+                   static_cast<double>(result.samples), seconds));
+  return result;
+}
+
+void Trainer::run() {
+  const std::int64_t last_step = total_steps();
+  StepTimes times;
+  Stopwatch wall;
+  Stopwatch since_warmup;
+  std::int64_t samples_after_warmup = 0;
+  for (std::int64_t epoch = 0; epoch < config_.train.epochs && global_step_ < last_step; ++epoch) {
+    const std::int64_t steps = sampler_->steps_per_epoch();
+    for (std::int64_t s = 0; s < steps && global_step_ < last_step; ++s) {
+      Stopwatch step_watch;
+      const float lr = schedule_->lr(global_step_);
+      const StepStats stats = train_step(epoch, s, times);
+      times.total += step_watch.seconds();
+      times.steps += 1;
+      times.samples += static_cast<std::int64_t>(stats.samples);
+      if (global_step_ == 1) since_warmup.restart();  // the first step pays one-time costs
+      else samples_after_warmup += static_cast<std::int64_t>(stats.samples);
+      if (global_step_ % config_.log_interval == 0 || global_step_ == last_step)
+        log_step(epoch, stats, lr, times);
+    }
+    const bool epoch_done = global_step_ % sampler_->steps_per_epoch() == 0;
+    if (test_data_ && config_.train.eval_every_epoch && (epoch_done || global_step_ == last_step))
+      evaluate_and_log(epoch);
+  }
+  const double seconds = wall.seconds();
+  const double throughput = samples_after_warmup / std::max(since_warmup.seconds(), 1e-9);
+  log_.info(format("done: %.0f steps in %.1f s, %.0f samples/s after the first step", static_cast<double>(global_step_),
+                   seconds, throughput));
+
+  run_agreed(grid_->world().get(), log_, [&] {
+    if (grid_->rank() == 0) save_weights(config_.run_dir + "/model.h5", store_, config_.raw.to_ini());
+  });
+  log_.info("weights: " + config_.run_dir + "/model.h5");
+}
+
+}  // namespace trellis

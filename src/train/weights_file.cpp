@@ -1,0 +1,85 @@
+#include "trellis/train/weights_file.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/data/hdf5.hpp"
+#include "trellis/data/hdf5_attributes.hpp"
+
+#include <cstdio>
+#include <vector>
+
+namespace trellis {
+
+namespace {
+
+constexpr const char* kWeightsFormat = "trellis.weights";
+
+H5File open_for_reading(const std::string& path) {
+  hdf5_quiet();
+  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) throw InputError(path + ": cannot open weights file: " + hdf5_error_detail());
+  H5File file(id);
+  if (!has_attribute(file.get(), "format") || read_string_attribute(file.get(), "format") != kWeightsFormat)
+    throw InputError(path + ": attribute 'format': expected \"" + std::string(kWeightsFormat) +
+                     "\" (is this a trellis weights file?)");
+  return file;
+}
+
+}  // namespace
+
+void save_weights(const std::string& path, const nn::ParameterStore& store,
+                  const std::string& config_ini) {
+  hdf5_quiet();
+  const std::string tmp = path + ".tmp";
+  {
+    H5File file(TRELLIS_H5(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)));
+    write_string_attribute(file.get(), "format", kWeightsFormat);
+    write_int_attribute(file.get(), "format_version", 1);
+    write_string_attribute(file.get(), "config", config_ini);
+    H5Handle<H5Gclose> group(
+        TRELLIS_H5(H5Gcreate2(file.get(), "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+    for (std::size_t i = 0; i < store.size(); ++i) {
+      const auto& info = store.info(i);
+      std::vector<hsize_t> dims(info.shape.begin(), info.shape.end());
+      H5Space space(TRELLIS_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+      H5Dataset dataset(TRELLIS_H5(H5Dcreate2(group.get(), info.name.c_str(), H5T_IEEE_F32LE,
+                                              space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+      auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), store.param(i));
+      TRELLIS_H5(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
+    }
+    TRELLIS_H5(H5Fflush(file.get(), H5F_SCOPE_GLOBAL));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error("cannot rename '" + tmp + "' to '" + path + "'");
+}
+
+std::string read_weights_config(const std::string& path) {
+  H5File file = open_for_reading(path);
+  if (!has_attribute(file.get(), "config"))
+    throw InputError(path + ": missing attribute 'config' (the resolved configuration)");
+  return read_string_attribute(file.get(), "config");
+}
+
+void load_weights(const std::string& path, nn::ParameterStore& store) {
+  H5File file = open_for_reading(path);
+  for (std::size_t i = 0; i < store.size(); ++i) {
+    const auto& info = store.info(i);
+    const std::string name = "params/" + info.name;
+    if (H5Lexists(file.get(), "params", H5P_DEFAULT) <= 0 ||
+        H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) <= 0)
+      throw InputError(path + ": missing parameter dataset '/" + name + "'");
+    H5Dataset dataset(TRELLIS_H5(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT)));
+    H5Space space(TRELLIS_H5(H5Dget_space(dataset.get())));
+    const int rank = TRELLIS_H5(H5Sget_simple_extent_ndims(space.get()));
+    std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+    TRELLIS_H5(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
+    Shape found(dims.begin(), dims.end());
+    if (found != info.shape)
+      throw InputError(path + ": parameter '/" + name + "': expected shape " + shape_string(info.shape) +
+                       ", found " + shape_string(found));
+    auto host = Kokkos::create_mirror_view(HostSpace(), store.param(i));
+    TRELLIS_H5(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
+    Kokkos::deep_copy(store.param(i), host);
+  }
+}
+
+}  // namespace trellis

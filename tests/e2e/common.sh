@@ -1,0 +1,21 @@
+# Shared by the end-to-end scripts: where things are and how to launch ranks.
+set -euo pipefail
+: "${TRELLIS_BIN:?set by ctest}" "${TRELLIS_SRC:?set by ctest}" "${TRELLIS_TEST_DATA:?set by ctest}"
+MPIEXEC=${MPIEXEC:-mpiexec}
+read -r -a MPIEXEC_ARGS <<< "${MPIEXEC_FLAGS:---allow-run-as-root --oversubscribe}"
+export OPENBLAS_NUM_THREADS=1
+FASHION_DIR="$TRELLIS_TEST_DATA/fashion-mnist"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/trellis-e2e.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+# trellis_run NP ARGS...: runs the executable on NP ranks with a hard time limit.
+trellis_run() {
+  local np=$1
+  shift
+  timeout 600 "$MPIEXEC" "${MPIEXEC_ARGS[@]}" -n "$np" "$TRELLIS_BIN" "$@"
+}
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}

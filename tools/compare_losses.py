@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Compares the per-step training loss of several runs' metrics.jsonl files.
+
+usage: compare_losses.py --rtol 1e-5 --steps 50 REFERENCE_RUN_DIR OTHER_RUN_DIR [...]
+
+Exits 1 (printing the first mismatches) unless every run logged the same steps as the
+reference and every loss agrees within the relative tolerance. Standard library only.
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def step_losses(run_dir):
+    losses = {}
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        for line in f:
+            record = json.loads(line)
+            if "loss" in record and "step" in record:
+                losses[record["step"]] = record["loss"]
+    return losses
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--steps", type=int, default=0, help="require exactly this many logged steps")
+    parser.add_argument("runs", nargs="+")
+    args = parser.parse_args()
+
+    reference = step_losses(args.runs[0])
+    if args.steps and len(reference) != args.steps:
+        print(f"{args.runs[0]}: expected {args.steps} logged steps, found {len(reference)}")
+        return 1
+    failed = False
+    for run in args.runs[1:]:
+        other = step_losses(run)
+        if sorted(other) != sorted(reference):
+            print(f"{run}: logged steps differ from {args.runs[0]}")
+            failed = True
+            continue
+        worst = 0.0
+        for step in sorted(reference):
+            a, b = reference[step], other[step]
+            rel = abs(a - b) / max(abs(a), 1e-30)
+            worst = max(worst, rel)
+            if rel > args.rtol:
+                print(f"{run}: step {step}: loss {b!r} vs {a!r} (relative difference {rel:.3g} > {args.rtol})")
+                failed = True
+        print(f"{run}: {len(other)} steps, worst relative difference {worst:.3g}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
