@@ -245,7 +245,7 @@ void Trainer::run() {
     }
     const bool epoch_done = global_step_ % sampler_->steps_per_epoch() == 0;
     if (test_data_ && config_.train.eval_every_epoch && (epoch_done || global_step_ == last_step))
-      evaluate_and_log(epoch);
+      last_eval_ = evaluate_and_log(epoch);
   }
   const double seconds = wall.seconds();
   const double throughput = samples_after_warmup / std::max(since_warmup.seconds(), 1e-9);
@@ -253,7 +253,19 @@ void Trainer::run() {
                    seconds, throughput));
 
   run_agreed(grid_->world().get(), log_, [&] {
-    if (grid_->rank() == 0) save_weights(config_.run_dir + "/model.h5", store_, config_.raw.to_ini());
+    if (grid_->rank() != 0) return;
+    save_weights(config_.run_dir + "/model.h5", store_, config_.raw.to_ini());
+    JsonLine summary;
+    summary.add("steps", global_step_)
+        .add("ranks", grid_->layout().world_size())
+        .add("wall_time_s", seconds)
+        .add("samples_per_sec", throughput)
+        .add("parameters", store_.num_elements())
+        .add("flops_per_sample", model_->flops_per_sample());
+    if (last_eval_) summary.add("test_loss", last_eval_->loss).add("test_accuracy", last_eval_->accuracy);
+    std::ofstream out(config_.run_dir + "/summary.json");
+    out << summary.str() << "\n";
+    if (!out) throw Error("cannot write " + config_.run_dir + "/summary.json");
   });
   log_.info("weights: " + config_.run_dir + "/model.h5");
 }

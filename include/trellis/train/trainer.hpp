@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 namespace trellis {
 
@@ -44,7 +45,7 @@ class Trainer {
   // rank, stops every rank before the first step.
   Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log);
 
-  // Trains for train.epochs (or train.max_steps) and writes model.h5.
+  // Trains for train.epochs (or train.max_steps), then writes model.h5 and summary.json.
   void run();
 
   const nn::ParameterStore& parameters() const { return store_; }
@@ -77,6 +78,7 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
   LocalBatch local_batch_;     // reused every step
   std::int64_t global_step_ = 0;  // optimizer steps completed
+  std::optional<EvalResult> last_eval_;
 };
 
 }  // namespace trellis

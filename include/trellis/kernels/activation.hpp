@@ -1,0 +1,30 @@
+// Element-wise activations, forward and backward. All matrices of one call have one shape
+// [n, features]; the input x is what the forward saw (backward recomputes from it).
+#pragma once
+
+#include "trellis/core/math.hpp"
+#include "trellis/kernels/views.hpp"
+
+namespace trellis::kernels {
+
+// Exact GELU, as PyTorch's default (approximate='none'): x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
+KOKKOS_INLINE_FUNCTION float gelu(float x) {
+  return 0.5f * x * (1.0f + math::erf(x * 0.70710678118654752f));
+}
+// d gelu / dx = Phi(x) + x * phi(x), phi the standard normal density.
+KOKKOS_INLINE_FUNCTION float gelu_grad(float x) {
+  const float cdf = 0.5f * (1.0f + math::erf(x * 0.70710678118654752f));
+  const float pdf = 0.39894228040143268f * math::exp(-0.5f * x * x);
+  return cdf + x * pdf;
+}
+
+// y = max(x, 0)
+void relu_forward(ConstMatrix x, Matrix y);
+// dx = dy * [x > 0]  (subgradient 0 at x == 0, as PyTorch)
+void relu_backward(ConstMatrix x, ConstMatrix dy, Matrix dx);
+// y = gelu(x)
+void gelu_forward(ConstMatrix x, Matrix y);
+// dx = dy * gelu'(x)
+void gelu_backward(ConstMatrix x, ConstMatrix dy, Matrix dx);
+
+}  // namespace trellis::kernels

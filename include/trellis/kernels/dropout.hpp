@@ -1,0 +1,31 @@
+// Inverted dropout with a counter-based mask: no mask buffer, and a mask that depends only on
+// (seed, stream, global element position), never on how the batch was split.
+#pragma once
+
+#include "trellis/core/rng.hpp"
+#include "trellis/kernels/views.hpp"
+
+#include <cstdint>
+
+namespace trellis::kernels {
+
+struct DropoutMask {
+  float p = 0.0f;               // drop probability, 0 <= p < 1
+  std::uint64_t seed = 0;       // run seed
+  std::uint64_t stream = 0;     // e.g. stream_mix(stream_from_name(layer), step)
+  std::uint64_t first_row = 0;  // global row of row 0 of this call (first sample in the batch)
+};
+
+// Element (r, j) of a [n, cols] call is kept iff
+//   random_uniform(seed, stream, (first_row + r) * cols + j) >= p,
+// so the probability of keeping is 1 - p (uniform draws are multiples of 2^-24 in [0, 1)).
+KOKKOS_INLINE_FUNCTION bool dropout_keep(const DropoutMask& mask, std::uint64_t row,
+                                         std::uint64_t col, std::uint64_t cols) {
+  return random_uniform(mask.seed, mask.stream, (mask.first_row + row) * cols + col) >= mask.p;
+}
+
+// out = in * keep / (1 - p). Forward (x -> y) and backward (dy -> dx) are the same map with the
+// same mask, recomputed from the counters instead of stored. in, out: [n, cols]; may alias.
+void dropout_apply(ConstMatrix in, Matrix out, const DropoutMask& mask);
+
+}  // namespace trellis::kernels

@@ -1,0 +1,73 @@
+// Layer: one step of a model with an explicit forward/backward pair (no autograd tape).
+//
+// Buffers: each layer owns its output [capacity, out_features] and its input gradient
+// [capacity, in_features], allocated once at construction. A call handles n <= capacity rows
+// and uses rows [0, n) of these buffers; nothing is allocated per call.
+//
+// Gradient rule (DESIGN.md): backward ADDS (+=) into the parameter gradients in the
+// ParameterStore's flat grad buffer, so micro-batches accumulate without extra buffers, and
+// WRITES (=) the input gradient, which belongs to this call alone.
+//
+// forward() keeps a window onto its input (not a copy): the caller must leave the input rows
+// unchanged until the matching backward(). backward(n) must follow a forward(n).
+#pragma once
+
+#include "trellis/core/kokkos_types.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace trellis::nn {
+
+struct StepContext {
+  std::uint64_t seed = 0;        // run seed (dropout masks)
+  std::int64_t step = 0;         // optimizer step: a fresh dropout mask per step
+  std::int64_t first_sample = 0; // global index, within the global batch, of row 0 of this call
+  bool training = true;          // false: dropout is the identity
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  // input: [>= n, in_features], rows [0, n) used. Writes output() rows [0, n).
+  virtual void forward(ConstMatrix input, int n, const StepContext& ctx) = 0;
+  // output_grad: [>= n, out_features], n as in the last forward. Writes input_grad() rows
+  // [0, n) (=) and adds into parameter gradients (+=).
+  virtual void backward(ConstMatrix output_grad, int n) = 0;
+
+  // FLOPs per sample (row) for one forward plus one backward; 0 for cheap element-wise layers.
+  virtual std::int64_t flops_per_sample() const { return 0; }
+
+  const std::string& name() const { return name_; }
+  int in_features() const { return in_features_; }
+  int out_features() const { return out_features_; }
+  int capacity() const { return capacity_; }
+
+  ConstMatrix output() const;      // [capacity, out_features]
+  ConstMatrix input_grad() const;  // [capacity, in_features]
+
+ protected:
+  Layer(std::string name, int in_features, int out_features, int capacity);
+
+  // Checks a forward call, remembers its input for backward, returns rows [0, n) of input.
+  ConstMatrix begin_forward(const ConstMatrix& input, int n);
+  // Checks a backward call against the last forward, returns rows [0, n) of output_grad.
+  ConstMatrix begin_backward(const ConstMatrix& output_grad, int n) const;
+
+  ConstMatrix saved_input() const { return saved_input_; }  // [n, in_features] of last forward
+  Matrix output_rows(int n) const;                           // [n, out_features]
+  Matrix input_grad_rows(int n) const;                       // [n, in_features]
+
+ private:
+  std::string name_;
+  int in_features_, out_features_, capacity_;
+  FloatView output_;      // [capacity * out_features]
+  FloatView input_grad_;  // [capacity * in_features]
+  ConstMatrix saved_input_;  // [n, in_features] window onto the caller's input (not owned)
+  bool has_forward_ = false;
+};
+
+}  // namespace trellis::nn

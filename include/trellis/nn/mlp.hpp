@@ -1,0 +1,61 @@
+// Mlp: a multi-layer perceptron classifier.
+//
+//   input [n, input_dim]
+//   -> fc1 (Linear) -> act1 (relu|gelu) [-> drop1 (Dropout)]   for each hidden width h_i
+//   -> ...
+//   -> head (Linear) -> logits [n, classes]
+// Parameters (registered in the ParameterStore passed in, optional name prefix):
+//   fc<i>.weight [h_i, h_{i-1}], fc<i>.bias [h_i], ..., head.weight [classes, h_last], head.bias.
+// Gradient rule as for every layer: parameter grads +=, input grad =.
+// Dropout masks are streamed by layer name ("drop<i>") and step, indexed by ctx.first_sample.
+#pragma once
+
+#include "trellis/nn/layer.hpp"
+#include "trellis/nn/parameter_store.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trellis::nn {
+
+struct MlpSpec {
+  int input_dim = 0;
+  std::vector<int> hidden;             // widths of the hidden layers (may be empty)
+  int classes = 0;
+  std::string activation = "relu";     // "relu" | "gelu"
+  float dropout = 0.0f;                // after each hidden activation; 0 = no dropout layers
+  std::string init = "kaiming";        // "kaiming" (PyTorch Linear default) | "xavier"
+  int capacity = 0;                    // max rows per forward/backward call
+};
+
+class Mlp {
+ public:
+  // Validates the spec (ConfigError on bad values) and registers all parameters in `store`,
+  // which must be finalized before the first forward and outlive the Mlp.
+  Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix = "");
+
+  // input: [>= n, input_dim]; must stay unchanged until backward. Returns logits [n, classes],
+  // a window onto the head's output buffer (valid until the next forward).
+  ConstMatrix forward(ConstMatrix input, int n, const StepContext& ctx);
+  // dlogits: [>= n, classes]. Adds parameter gradients; writes input_grad() rows [0, n).
+  void backward(ConstMatrix dlogits, int n);
+
+  ConstMatrix input_grad() const;  // [capacity, input_dim]
+  // Forward + backward FLOPs per sample of the Linear layers: sum of 6 * in * out.
+  std::int64_t flops_per_sample() const;
+
+  const MlpSpec& spec() const { return spec_; }
+  std::size_t num_layers() const { return layers_.size(); }
+  const Layer& layer(std::size_t i) const { return *layers_.at(i); }
+
+ private:
+  MlpSpec spec_;
+  std::vector<std::unique_ptr<Layer>> layers_;  // in forward order
+};
+
+// Throws ConfigError naming the first bad field.
+void validate(const MlpSpec& spec);
+
+}  // namespace trellis::nn

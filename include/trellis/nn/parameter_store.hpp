@@ -1,0 +1,110 @@
+// ParameterStore: every trainable parameter of a model in ONE flat parameter buffer and ONE
+// flat gradient buffer, with named windows into them.
+//
+// Life cycle: layers add() their parameters while the model is built; finalize(seed) then
+// allocates both buffers once, initialises every parameter and freezes the layout. After that,
+// nothing is allocated: the training step works on windows of these two buffers, the DP
+// all-reduce runs over contiguous ranges of grads(), ZeRO-1 shards params() by ranges, and
+// checkpoints write each parameter by name (info(i): name, logical shape, offset).
+//
+// Layout: parameters in registration order, each starting at an offset that is a multiple of
+// kAlignment floats (64 bytes: cache lines, vector loads, coalesced device access). Padding
+// between parameters is zero in both buffers and has decay mask 0.
+//
+// Initialisation (see init.hpp): element e of parameter `name` is drawn from
+// random_uniform / random_normal(seed, stream_from_name(name), e), so the initial model is a
+// function of the seed and the names only: identical for any registration order, any number of
+// ranks and any future sharding of a tensor.
+#pragma once
+
+#include "trellis/core/kokkos_types.hpp"
+#include "trellis/core/tensor.hpp"
+#include "trellis/kernels/views.hpp"
+#include "trellis/nn/init.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace trellis::nn {
+
+struct ParamInfo {
+  std::string name;          // hierarchical, e.g. "fc1.weight"
+  Shape shape;               // logical shape, row-major, e.g. [out, in]
+  std::size_t offset = 0;    // first element in params()/grads(), multiple of kAlignment
+  std::size_t numel = 0;     // product of shape
+  bool weight_decay = false; // whether decoupled weight decay / L2 applies
+  InitSpec init;
+};
+
+class ParameterStore {
+ public:
+  static constexpr std::size_t kAlignment = 16;  // floats
+
+  ParameterStore() = default;
+  // Layers keep a pointer to the store they registered in: it neither copies nor moves.
+  ParameterStore(const ParameterStore&) = delete;
+  ParameterStore& operator=(const ParameterStore&) = delete;
+
+  // Registers a parameter; returns its index. Throws for a duplicate or empty name, a negative
+  // extent, or when called after finalize().
+  std::size_t add(const std::string& name, const Shape& shape, const InitSpec& init,
+                  bool weight_decay);
+
+  // Allocates params()/grads()/decay_mask(), initialises all parameters from `seed`, zeroes
+  // the gradients. Once only.
+  void finalize(std::uint64_t seed);
+  bool finalized() const { return finalized_; }
+  std::uint64_t seed() const { return seed_; }
+
+  std::size_t size() const { return infos_.size(); }  // number of parameters
+  const ParamInfo& info(std::size_t i) const;
+  std::optional<std::size_t> find(const std::string& name) const;
+  std::size_t index(const std::string& name) const;  // like find, but throws if absent
+
+  // Sum of numel over parameters (the model's parameter count, without padding).
+  std::int64_t num_elements() const { return num_elements_; }
+  // Length of the flat buffers, padding included (known after add()s, before finalize()).
+  std::size_t buffer_size() const { return buffer_size_; }
+
+  // Whole flat buffers: [buffer_size()]. Only after finalize().
+  const FloatView& params() const;
+  const FloatView& grads() const;
+  // [buffer_size()]: 1 where weight decay applies, 0 elsewhere (padding included).
+  const FloatView& decay_mask() const;
+
+  // Parameter i's window [numel]: managed subviews, for optimizers, checkpoints and tests.
+  FloatView param(std::size_t i) const;
+  FloatView grad(std::size_t i) const;
+  // Unmanaged windows for the hot loop (no reference counting). The matrix forms need a 2-D
+  // shape and view it as [shape[0], shape[1]] row-major.
+  kernels::Vector param_vector(std::size_t i) const;
+  kernels::Vector grad_vector(std::size_t i) const;
+  Matrix param_matrix(std::size_t i) const;
+  Matrix grad_matrix(std::size_t i) const;
+
+  void zero_grads();
+
+  // (Re)draws parameter i's initial values from its InitSpec (finalize() does this for all).
+  void initialize(std::size_t i);
+
+ private:
+  void require_finalized(const char* what) const;
+  kernels::Vector param_window(const FloatView& buffer, std::size_t i) const;
+  Matrix matrix_window(const FloatView& buffer, std::size_t i) const;
+
+  std::vector<ParamInfo> infos_;
+  std::unordered_map<std::string, std::size_t> by_name_;
+  std::int64_t num_elements_ = 0;
+  std::size_t buffer_size_ = 0;
+  bool finalized_ = false;
+  std::uint64_t seed_ = 0;
+  FloatView params_;      // [buffer_size_]
+  FloatView grads_;       // [buffer_size_]
+  FloatView decay_mask_;  // [buffer_size_]
+};
+
+}  // namespace trellis::nn

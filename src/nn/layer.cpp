@@ -1,0 +1,66 @@
+#include "trellis/nn/layer.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/kernels/views.hpp"
+
+#include <utility>
+
+namespace trellis::nn {
+
+Layer::Layer(std::string name, int in_features, int out_features, int capacity)
+    : name_(std::move(name)),
+      in_features_(in_features),
+      out_features_(out_features),
+      capacity_(capacity) {
+  if (in_features <= 0 || out_features <= 0 || capacity <= 0) {
+    throw Error("layer \"" + name_ + "\": in_features (" + std::to_string(in_features) +
+                "), out_features (" + std::to_string(out_features) + ") and capacity (" +
+                std::to_string(capacity) + ") must be positive");
+  }
+  const auto cap = static_cast<std::size_t>(capacity);
+  output_ = FloatView("trellis::nn::" + name_ + ".output", cap * static_cast<std::size_t>(out_features));
+  input_grad_ =
+      FloatView("trellis::nn::" + name_ + ".input_grad", cap * static_cast<std::size_t>(in_features));
+}
+
+ConstMatrix Layer::output() const { return as_matrix(output_, capacity_, out_features_); }
+
+ConstMatrix Layer::input_grad() const { return as_matrix(input_grad_, capacity_, in_features_); }
+
+Matrix Layer::output_rows(int n) const { return as_matrix(output_, n, out_features_); }
+
+Matrix Layer::input_grad_rows(int n) const { return as_matrix(input_grad_, n, in_features_); }
+
+ConstMatrix Layer::begin_forward(const ConstMatrix& input, int n) {
+  if (n < 0 || n > capacity_) {
+    throw Error("layer \"" + name_ + "\": forward of " + std::to_string(n) +
+                " rows, capacity is " + std::to_string(capacity_));
+  }
+  if (input.extent(1) != static_cast<std::size_t>(in_features_) ||
+      input.extent(0) < static_cast<std::size_t>(n)) {
+    throw Error("layer \"" + name_ + "\": forward input " + kernels::extents_string(input) +
+                " for " + std::to_string(n) + " rows of " + std::to_string(in_features_) +
+                " features");
+  }
+  saved_input_ = kernels::first_rows(input, n);
+  has_forward_ = true;
+  return saved_input_;
+}
+
+ConstMatrix Layer::begin_backward(const ConstMatrix& output_grad, int n) const {
+  if (!has_forward_ || static_cast<std::size_t>(n) != saved_input_.extent(0)) {
+    throw Error("layer \"" + name_ + "\": backward of " + std::to_string(n) +
+                " rows does not follow a forward of the same rows" +
+                (has_forward_ ? " (last forward: " + std::to_string(saved_input_.extent(0)) + ")"
+                              : std::string(" (no forward yet)")));
+  }
+  if (output_grad.extent(1) != static_cast<std::size_t>(out_features_) ||
+      output_grad.extent(0) < static_cast<std::size_t>(n)) {
+    throw Error("layer \"" + name_ + "\": backward output_grad " +
+                kernels::extents_string(output_grad) + " for " + std::to_string(n) +
+                " rows of " + std::to_string(out_features_) + " features");
+  }
+  return kernels::first_rows(output_grad, n);
+}
+
+}  // namespace trellis::nn

@@ -1,0 +1,56 @@
+#include "trellis/nn/linear.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/kernels/bias.hpp"
+#include "trellis/kernels/gemm.hpp"
+
+#include <cmath>
+
+namespace trellis::nn {
+
+LinearInit parse_linear_init(const std::string& name) {
+  if (name == "kaiming") return LinearInit::kaiming;
+  if (name == "xavier") return LinearInit::xavier;
+  throw ConfigError("unknown init \"" + name + "\" (expected kaiming or xavier)");
+}
+
+Linear::Linear(ParameterStore& store, const std::string& name, int in_features,
+               int out_features, int capacity, LinearInit init)
+    : Layer(name, in_features, out_features, capacity), store_(&store) {
+  const double linear_gain = 1.0 / std::sqrt(3.0);  // PyTorch: kaiming_uniform_(a=sqrt(5))
+  const InitSpec weight_init = init == LinearInit::kaiming
+                                   ? InitSpec::kaiming_uniform(in_features, linear_gain)
+                                   : InitSpec::xavier_uniform(in_features, out_features);
+  const InitSpec bias_init = init == LinearInit::kaiming
+                                 ? InitSpec::kaiming_uniform(in_features, linear_gain)
+                                 : InitSpec::zeros();
+  weight_ = store.add(name + ".weight", {out_features, in_features}, weight_init, true);
+  bias_ = store.add(name + ".bias", {out_features}, bias_init, false);
+}
+
+void Linear::forward(ConstMatrix input, int n, const StepContext&) {
+  // Parameters first: a store that is not finalized throws before the call is recorded.
+  const ConstMatrix w = store_->param_matrix(weight_);  // [out, in]
+  const kernels::ConstVector b = store_->param_vector(bias_);  // [out]
+  const ConstMatrix x = begin_forward(input, n);  // [n, in]
+  const Matrix y = output_rows(n);                // [n, out]
+  kernels::gemm(false, true, 1.0f, x, w, 0.0f, y);
+  kernels::bias_add(y, b);
+}
+
+void Linear::backward(ConstMatrix output_grad, int n) {
+  const ConstMatrix dy = begin_backward(output_grad, n);  // [n, out]
+  const ConstMatrix x = saved_input();                    // [n, in]
+  // dW[out, in] += dy^T[out, n] x[n, in]
+  kernels::gemm(true, false, 1.0f, dy, x, 1.0f, store_->grad_matrix(weight_));
+  // db[out] += sum over rows of dy
+  kernels::column_sum_accumulate(dy, store_->grad_vector(bias_));
+  // dx[n, in] = dy[n, out] W[out, in]
+  kernels::gemm(false, false, 1.0f, dy, store_->param_matrix(weight_), 0.0f, input_grad_rows(n));
+}
+
+std::int64_t Linear::flops_per_sample() const {
+  return 6 * static_cast<std::int64_t>(in_features()) * out_features();
+}
+
+}  // namespace trellis::nn

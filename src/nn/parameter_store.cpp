@@ -1,0 +1,159 @@
+#include "trellis/nn/parameter_store.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/core/rng.hpp"
+#include "trellis/kernels/random_fill.hpp"
+#include "trellis/kernels/vector_ops.hpp"
+
+namespace trellis::nn {
+
+std::size_t ParameterStore::add(const std::string& name, const Shape& shape,
+                                const InitSpec& init, bool weight_decay) {
+  if (finalized_) throw Error("ParameterStore::add(\"" + name + "\") after finalize()");
+  if (name.empty()) throw Error("ParameterStore::add: empty parameter name");
+  if (by_name_.count(name)) throw Error("ParameterStore::add: duplicate parameter \"" + name + "\"");
+  ParamInfo p;
+  p.name = name;
+  p.shape = shape;
+  p.numel = static_cast<std::size_t>(shape_numel(shape));  // throws on negative extents
+  p.offset = buffer_size_;
+  p.weight_decay = weight_decay;
+  p.init = init;
+  buffer_size_ += (p.numel + kAlignment - 1) / kAlignment * kAlignment;
+  num_elements_ += static_cast<std::int64_t>(p.numel);
+  by_name_.emplace(name, infos_.size());
+  infos_.push_back(std::move(p));
+  return infos_.size() - 1;
+}
+
+void ParameterStore::finalize(std::uint64_t seed) {
+  if (finalized_) throw Error("ParameterStore::finalize() called twice");
+  seed_ = seed;
+  // View construction zero-fills: padding and gradients start at 0.
+  params_ = FloatView("trellis::params", buffer_size_);
+  grads_ = FloatView("trellis::grads", buffer_size_);
+  decay_mask_ = FloatView("trellis::decay_mask", buffer_size_);
+  finalized_ = true;
+  for (std::size_t i = 0; i < infos_.size(); ++i) {
+    initialize(i);
+    if (infos_[i].weight_decay) kernels::fill(param_window(decay_mask_, i), 1.0f);
+  }
+}
+
+void ParameterStore::initialize(std::size_t i) {
+  require_finalized("initialize");
+  const ParamInfo& p = info(i);
+  const kernels::Vector x = param_vector(i);
+  const std::uint64_t stream = stream_from_name(p.name);
+  using Kind = InitSpec::Kind;
+  switch (p.init.kind) {
+    case Kind::zeros: kernels::fill(x, 0.0f); break;
+    case Kind::constant: kernels::fill(x, static_cast<float>(p.init.value)); break;
+    case Kind::uniform:
+      kernels::fill_uniform(x, static_cast<float>(p.init.lo), static_cast<float>(p.init.hi),
+                            seed_, stream);
+      break;
+    case Kind::normal:
+      kernels::fill_normal(x, static_cast<float>(p.init.mean),
+                           static_cast<float>(p.init.stddev), seed_, stream);
+      break;
+    case Kind::kaiming_uniform:
+    case Kind::xavier_uniform: {
+      const float bound = static_cast<float>(p.init.uniform_bound());
+      kernels::fill_uniform(x, -bound, bound, seed_, stream);
+      break;
+    }
+  }
+}
+
+const ParamInfo& ParameterStore::info(std::size_t i) const {
+  if (i >= infos_.size()) {
+    throw Error("ParameterStore: parameter index " + std::to_string(i) + " out of range (" +
+                std::to_string(infos_.size()) + " parameters)");
+  }
+  return infos_[i];
+}
+
+std::optional<std::size_t> ParameterStore::find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::size_t ParameterStore::index(const std::string& name) const {
+  auto i = find(name);
+  if (!i) throw Error("ParameterStore: no parameter named \"" + name + "\"");
+  return *i;
+}
+
+void ParameterStore::require_finalized(const char* what) const {
+  if (!finalized_) {
+    throw Error(std::string("ParameterStore::") + what + "() before finalize()");
+  }
+}
+
+const FloatView& ParameterStore::params() const {
+  require_finalized("params");
+  return params_;
+}
+
+const FloatView& ParameterStore::grads() const {
+  require_finalized("grads");
+  return grads_;
+}
+
+const FloatView& ParameterStore::decay_mask() const {
+  require_finalized("decay_mask");
+  return decay_mask_;
+}
+
+FloatView ParameterStore::param(std::size_t i) const {
+  require_finalized("param");
+  return slice(params_, info(i).offset, info(i).offset + info(i).numel);
+}
+
+FloatView ParameterStore::grad(std::size_t i) const {
+  require_finalized("grad");
+  return slice(grads_, info(i).offset, info(i).offset + info(i).numel);
+}
+
+kernels::Vector ParameterStore::param_window(const FloatView& buffer, std::size_t i) const {
+  return kernels::Vector(buffer.data() + info(i).offset, info(i).numel);
+}
+
+kernels::Vector ParameterStore::param_vector(std::size_t i) const {
+  require_finalized("param_vector");
+  return param_window(params_, i);
+}
+
+kernels::Vector ParameterStore::grad_vector(std::size_t i) const {
+  require_finalized("grad_vector");
+  return param_window(grads_, i);
+}
+
+Matrix ParameterStore::matrix_window(const FloatView& buffer, std::size_t i) const {
+  const ParamInfo& p = info(i);
+  if (p.shape.size() != 2) {
+    throw Error("ParameterStore: \"" + p.name + "\" has shape " + shape_string(p.shape) +
+                ", not a matrix");
+  }
+  return Matrix(buffer.data() + p.offset, static_cast<std::size_t>(p.shape[0]),
+                static_cast<std::size_t>(p.shape[1]));
+}
+
+Matrix ParameterStore::param_matrix(std::size_t i) const {
+  require_finalized("param_matrix");
+  return matrix_window(params_, i);
+}
+
+Matrix ParameterStore::grad_matrix(std::size_t i) const {
+  require_finalized("grad_matrix");
+  return matrix_window(grads_, i);
+}
+
+void ParameterStore::zero_grads() {
+  require_finalized("zero_grads");
+  kernels::fill(grads_, 0.0f);
+}
+
+}  // namespace trellis::nn

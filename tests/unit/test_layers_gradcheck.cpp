@@ -1,0 +1,103 @@
+// Finite-difference checks of every layer and the loss: for L = sum(w * y) with fixed random w,
+// the analytic gradients w.r.t. the input and every parameter must match central differences.
+#include "catch.hpp"
+#include "test_nn_util.hpp"
+
+#include "trellis/kernels/views.hpp"
+#include "trellis/nn/activation.hpp"
+#include "trellis/nn/dropout.hpp"
+#include "trellis/nn/linear.hpp"
+#include "trellis/nn/softmax_xent.hpp"
+
+#include <cmath>
+#include <vector>
+
+using namespace trellis;
+using trellis::kernels::first_rows;
+using trellis::test::check_gradient;
+using trellis::test::random_values;
+using trellis::test::to_device;
+using trellis::test::to_host;
+using trellis::test::weighted_sum;
+
+namespace {
+
+// Runs the check for one layer on n rows of input x_host ([n, in_features]).
+void gradcheck_layer(nn::Layer& layer, nn::ParameterStore& store, int n,
+                     const std::vector<float>& x_host, const nn::StepContext& ctx) {
+  const int in = layer.in_features(), out = layer.out_features();
+  FloatView x = to_device("x", x_host);
+  const std::vector<float> w = random_values(static_cast<std::size_t>(n * out), 77);
+  auto loss = [&] {
+    layer.forward(as_matrix(x, n, in), n, ctx);
+    return weighted_sum(first_rows(layer.output(), n), w);
+  };
+
+  store.zero_grads();
+  loss();
+  FloatView dy = to_device("dy", w);
+  layer.backward(as_matrix(dy, n, out), n);
+  const std::vector<float> dx = to_host(first_rows(layer.input_grad(), n));
+  std::vector<std::vector<float>> dparams;
+  for (std::size_t i = 0; i < store.size(); ++i) dparams.push_back(to_host(store.grad(i)));
+
+  check_gradient(layer.name() + ".input", x, dx, loss);
+  for (std::size_t i = 0; i < store.size(); ++i) {
+    check_gradient(store.info(i).name, store.param(i), dparams[i], loss);
+  }
+}
+
+// Inputs at least 0.1 away from 0, so no finite difference crosses ReLU's kink.
+std::vector<float> away_from_zero(std::vector<float> v) {
+  for (float& e : v) e = e < 0 ? e - 0.1f : e + 0.1f;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("Linear gradients match finite differences", "[nn][layers][gradcheck]") {
+  for (auto init : {nn::LinearInit::kaiming, nn::LinearInit::xavier}) {
+    nn::ParameterStore store;
+    nn::Linear fc(store, "fc", 5, 4, /*capacity=*/6, init);
+    store.finalize(11);
+    gradcheck_layer(fc, store, 3, random_values(15, 1), nn::StepContext{});
+  }
+}
+
+TEST_CASE("ReLU and GELU gradients match finite differences", "[nn][layers][gradcheck]") {
+  nn::ParameterStore store;
+  store.finalize(0);
+  nn::Relu relu("relu", 6, 4);
+  gradcheck_layer(relu, store, 4, away_from_zero(random_values(24, 2, -2.0f, 2.0f)), {});
+  nn::Gelu gelu("gelu", 6, 4);
+  gradcheck_layer(gelu, store, 3, random_values(18, 3, -3.0f, 3.0f), {});
+}
+
+TEST_CASE("Dropout gradients match finite differences under a fixed mask", "[nn][layers][gradcheck]") {
+  nn::ParameterStore store;
+  store.finalize(0);
+  nn::Dropout drop("drop", 8, 5, 0.4f);
+  nn::StepContext ctx{5, 3, 10, true};
+  gradcheck_layer(drop, store, 5, random_values(40, 4), ctx);
+  // Sanity: the mask is neither all-keep nor all-drop here.
+  const auto y = to_host(first_rows(drop.output(), 5));
+  int zeros = 0;
+  for (float v : y) zeros += v == 0.0f;
+  CHECK(zeros > 0);
+  CHECK(zeros < 40);
+}
+
+TEST_CASE("softmax cross-entropy gradient matches finite differences", "[nn][layers][gradcheck]") {
+  const int n = 4, classes = 5;
+  nn::SoftmaxCrossEntropy xent(classes, 6);
+  FloatView logits = to_device("logits", random_values(n * classes, 5, -3.0f, 3.0f));
+  IntView labels = test::labels_to_device({0, 4, 2, 2});
+  const float scale = 1.0f / 8.0f;  // e.g. 1 / global batch
+  auto loss = [&] {
+    return xent.forward(as_matrix(logits, n, classes), labels, n).loss_sum * scale;
+  };
+  loss();
+  xent.backward(scale);
+  const auto analytic = to_host(first_rows(xent.input_grad(), n));
+  check_gradient("logits", logits, analytic, loss);
+}

@@ -1,0 +1,97 @@
+// Helpers shared by the kernels / nn unit tests: host <-> device copies that work on any Kokkos
+// backend, deterministic test data, and a central-difference gradient check.
+#pragma once
+
+#include "catch.hpp"
+
+#include "trellis/core/kokkos_types.hpp"
+#include "trellis/core/rng.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace trellis::test {
+
+inline std::vector<float> random_values(std::size_t count, std::uint64_t stream, float lo = -1.0f,
+                                        float hi = 1.0f) {
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = lo + (hi - lo) * random_uniform(12345, stream, i);
+  return v;
+}
+
+inline FloatView to_device(const std::string& label, const std::vector<float>& host) {
+  FloatView v(label, host.size());
+  Kokkos::View<const float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(host.data(),
+                                                                                   host.size());
+  Kokkos::deep_copy(v, h);
+  return v;
+}
+
+inline IntView labels_to_device(const std::vector<std::int32_t>& host) {
+  IntView v("labels", host.size());
+  Kokkos::View<const std::int32_t*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(
+      host.data(), host.size());
+  Kokkos::deep_copy(v, h);
+  return v;
+}
+
+// Copies any contiguous float view (1-D or row-major 2-D) to a host vector.
+template <class View>
+std::vector<float> to_host(const View& v) {
+  std::vector<float> host(v.size());
+  Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(host.data(), host.size());
+  Kokkos::View<const float*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> flat(v.data(), v.size());
+  Kokkos::fence();
+  Kokkos::deep_copy(h, flat);
+  return host;
+}
+
+inline float get(const FloatView& v, std::size_t i) {
+  float x = 0.0f;
+  Kokkos::View<float, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(&x);
+  Kokkos::deep_copy(h, Kokkos::subview(v, i));
+  return x;
+}
+
+inline void set(const FloatView& v, std::size_t i, float x) {
+  Kokkos::deep_copy(Kokkos::subview(v, i), x);
+}
+
+// |a - b| <= abs_tol + rel_tol * max(|a|, |b|)
+inline bool close(double a, double b, double rel_tol, double abs_tol) {
+  return std::fabs(a - b) <= abs_tol + rel_tol * std::fmax(std::fabs(a), std::fabs(b));
+}
+
+// Central difference (loss(x_i + eps) - loss(x_i - eps)) / 2 eps for every element i of
+// `values`, compared against analytic[i]. loss() must recompute everything from `values`.
+inline void check_gradient(const std::string& what, const FloatView& values,
+                           const std::vector<float>& analytic, const std::function<double()>& loss,
+                           float eps = 1e-3f, double rel_tol = 1e-2, double abs_tol = 1e-3) {
+  REQUIRE(analytic.size() == values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const float x = get(values, i);
+    set(values, i, x + eps);
+    const double up = loss();
+    set(values, i, x - eps);
+    const double down = loss();
+    set(values, i, x);
+    const double numeric = (up - down) / (2.0 * static_cast<double>(eps));
+    INFO(what << "[" << i << "]: analytic " << analytic[i] << ", numeric " << numeric);
+    CHECK(close(analytic[i], numeric, rel_tol, abs_tol));
+  }
+}
+
+// sum_i w[i] * y[i] in double: the scalar whose gradient w.r.t. y is w.
+template <class View>
+double weighted_sum(const View& y, const std::vector<float>& w) {
+  const std::vector<float> h = to_host(y);
+  REQUIRE(h.size() == w.size());
+  double s = 0.0;
+  for (std::size_t i = 0; i < h.size(); ++i) s += static_cast<double>(w[i]) * h[i];
+  return s;
+}
+
+}  // namespace trellis::test
