@@ -1,5 +1,7 @@
 #include "trellis/kernels/dropout.hpp"
 
+#include "trellis/core/kernel_label.hpp"
+
 #include <string>
 
 namespace trellis::kernels {
@@ -12,7 +14,7 @@ void dropout_apply(ConstMatrix in, Matrix out, const DropoutMask& mask) {
   const float keep_scale = 1.0f / (1.0f - mask.p);
   const float* ip = in.data();
   float* op = out.data();
-  Kokkos::parallel_for("trellis::dropout::apply", Range(0, static_cast<std::int64_t>(in.size())),
+  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::dropout::apply"), Range(0, static_cast<std::int64_t>(in.size())),
                        KOKKOS_LAMBDA(const std::int64_t i) {
                          const std::uint64_t e = static_cast<std::uint64_t>(i);
                          op[i] = dropout_keep(mask, e / cols, e % cols, cols) ? ip[i] * keep_scale

@@ -7,8 +7,28 @@
 #include <KokkosBlas3_gemm.hpp>
 
 #include <string>
+#include <type_traits>
+
+// The Fortran BLAS entry point that every BLAS (OpenBLAS, MKL, BLIS, vendor) provides and that
+// KokkosKernels' host TPL layer calls itself.
+extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
+                       const int* k, const float* alpha, const float* a, const int* lda,
+                       const float* b, const int* ldb, const float* beta, float* c,
+                       const int* ldc);
 
 namespace trellis::kernels {
+
+namespace {
+
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the same buffers with the
+// operands swapped, so no transposed copies are made.
+void host_blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                    int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  const char op_b = trans_b ? 'T' : 'N', op_a = trans_a ? 'T' : 'N';
+  sgemm_(&op_b, &op_a, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
+}
+
+}  // namespace
 
 void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrix a, ConstMatrix b, float beta,
           Matrix c) {
@@ -27,9 +47,17 @@ void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrix a, ConstMatrix b,
     scale(flat(c), beta);
     return;
   }
-  // LayoutRight views go straight to the TPL, which calls the column-major BLAS as
-  // C^T = op(B)^T op(A)^T: no transposed copies.
-  KokkosBlas::gemm(trans_a ? "T" : "N", trans_b ? "T" : "N", alpha, a, b, beta, c);
+  if constexpr (std::is_same_v<MemSpace, HostSpace>) {
+    // Host memory: call the BLAS directly. KokkosBlas::gemm would reach the same sgemm_, but
+    // its TPL layer (Kokkos Kernels 3.x) builds a std::string profiling-region name on every
+    // call, and the training step must not allocate.
+    const auto dim = [](std::size_t v) { return static_cast<int>(v); };
+    host_blas_gemm(trans_a, trans_b, dim(m), dim(n), dim(k), alpha, a.data(), dim(a.extent(1)),
+                   b.data(), dim(b.extent(1)), beta, c.data(), dim(c.extent(1)));
+  } else {
+    // Device memory: KokkosBlas dispatches to the vendor library (cuBLAS TPL on CUDA builds).
+    KokkosBlas::gemm(trans_a ? "T" : "N", trans_b ? "T" : "N", alpha, a, b, beta, c);
+  }
 }
 
 }  // namespace trellis::kernels

@@ -1,5 +1,7 @@
 #include "trellis/kernels/softmax_xent.hpp"
 
+#include "trellis/core/kernel_label.hpp"
+
 #include "trellis/core/error.hpp"
 #include "trellis/core/math.hpp"
 
@@ -29,7 +31,7 @@ XentResult softmax_xent_forward(ConstMatrix logits, ConstLabels labels) {
   std::int64_t correct = 0;
   std::int64_t first_bad_row = 0;  // reduced with Min; rows if every label is valid
   Kokkos::parallel_reduce(
-      "trellis::xent::fwd", Range(0, rows),
+      TRELLIS_KERNEL_LABEL("trellis::xent::fwd"), Range(0, rows),
       KOKKOS_LAMBDA(const std::int64_t r, double& loss, std::int64_t& hits, std::int64_t& bad) {
         const std::int32_t label = labels(r);
         if (label < 0 || label >= classes) {
@@ -71,7 +73,7 @@ void softmax_xent_backward(ConstMatrix logits, ConstLabels labels, float scale,
   const std::int32_t classes = static_cast<std::int32_t>(logits.extent(1));
   TRELLIS_REQUIRE(classes > 0 || logits.extent(0) == 0, "softmax_xent_backward: 0 classes");
   Kokkos::parallel_for(
-      "trellis::xent::bwd", Range(0, static_cast<std::int64_t>(logits.extent(0))),
+      TRELLIS_KERNEL_LABEL("trellis::xent::bwd"), Range(0, static_cast<std::int64_t>(logits.extent(0))),
       KOKKOS_LAMBDA(const std::int64_t r) {
         float zmax = logits(r, 0);
         for (std::int32_t j = 1; j < classes; ++j) zmax = logits(r, j) > zmax ? logits(r, j) : zmax;

@@ -1,5 +1,6 @@
-// GEMM on row-major matrices, dispatched through KokkosBlas::gemm to the vendor BLAS
-// (OpenBLAS/MKL on the host TPL, cuBLAS on CUDA builds with the cuBLAS TPL).
+// GEMM on row-major matrices, on the vendor BLAS: host memory calls the BLAS that
+// KokkosKernels' TPL is built against (OpenBLAS, MKL, ...) directly, without per-call
+// allocation; device memory goes through KokkosBlas::gemm (cuBLAS TPL on CUDA builds).
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"

@@ -1,0 +1,79 @@
+// The training step allocates nothing once warmed up (DESIGN.md, performance habits): every
+// buffer and workspace is sized when the model is built. This counts C++ heap allocations
+// (operator new, which std::string, std::vector and Kokkos View construction all go through)
+// during steady-state steps of the MLP, loss, sampler, clipping and optimizer.
+#include "catch.hpp"
+
+#include "trellis/data/sampler.hpp"
+#include "trellis/kernels/random_fill.hpp"
+#include "trellis/nn/mlp.hpp"
+#include "trellis/nn/softmax_xent.hpp"
+#include "trellis/optim/clip.hpp"
+#include "trellis/optim/optimizer.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+TEST_CASE("a warmed-up training step makes no heap allocation", "[perf][alloc]") {
+  using namespace trellis;
+  const int batch = 32, micro = 16, input = 20, classes = 5;
+  nn::ParameterStore store;
+  nn::MlpSpec spec;
+  spec.input_dim = input;
+  spec.hidden = {24, 16};
+  spec.classes = classes;
+  spec.activation = "gelu";
+  spec.dropout = 0.1f;
+  spec.capacity = micro;
+  nn::Mlp model(spec, store);
+  store.finalize(7);
+  nn::SoftmaxCrossEntropy loss(classes, micro);
+  OptimizerSpec ospec;
+  ospec.type = "adamw";
+  ospec.weight_decay = 0.01f;
+  auto optimizer = make_optimizer(ospec, store.buffer_size(), store.decay_mask());
+  DistributedSampler sampler(1000, batch, 3, true);
+  LocalBatch local;
+
+  FloatView inputs("inputs", static_cast<std::size_t>(batch * input));
+  kernels::fill_uniform(inputs, -1.0f, 1.0f, 1, 2);
+  IntView labels("labels", static_cast<std::size_t>(batch));
+  Kokkos::deep_copy(labels, 3);
+
+  auto step = [&](std::int64_t s) {
+    sampler.local_indices(0, s, 0, 1, local);
+    store.zero_grads();
+    for (int first = 0; first < batch; first += micro) {
+      nn::StepContext ctx{7, s, first, true};
+      ConstMatrix x(inputs.data() + first * input, micro, input);
+      kernels::ConstLabels y(labels.data() + first, micro);
+      ConstMatrix logits = model.forward(x, micro, ctx);
+      loss.forward(logits, y, micro);
+      loss.backward(1.0f / batch);
+      model.backward(loss.input_grad(), micro);
+    }
+    clip_grad_norm(store.grads(), 1.0);
+    optimizer->step(store.params(), store.grads(), 1e-3f);
+  };
+  step(0);
+  step(1);
+  allocations = 0;
+  counting = true;
+  for (std::int64_t s = 2; s < 6; ++s) step(s);
+  counting = false;
+  CHECK(allocations.load() == 0);
+}
