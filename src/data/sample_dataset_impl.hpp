@@ -41,6 +41,13 @@ struct SampleDataset::Impl {
   std::vector<float> raw_f32;            // [unique rows, sample_numel] when dtype is f32
   std::vector<std::int32_t> raw_labels;  // [unique rows]
 
+  // After cache_in_memory(): the whole dataset in file order (raw, not normalised), and
+  // read() gathers from here instead of calling HDF5.
+  bool cached = false;
+  std::vector<std::uint8_t> cache_u8;      // [N, sample_numel] when dtype is u8
+  std::vector<float> cache_f32;            // [N, sample_numel] when dtype is f32
+  std::vector<std::int32_t> cache_labels;  // [N]
+
   // Reads the plan's rows of one shard into their slots (one H5Dread per run, or one for
   // all runs; see Hdf5Tuning::one_read_per_shard).
   void read_shard(std::size_t shard);

@@ -95,9 +95,57 @@ void SampleDataset::Impl::check_label(std::int64_t global_index, std::int32_t la
                    ", expected a value in [0, num_classes = " + std::to_string(num_classes) + ")");
 }
 
+void SampleDataset::cache_in_memory() {
+  Impl& d = *impl_;
+  if (d.cached) return;
+  const auto n = static_cast<std::size_t>(d.shard_begin.back());
+  const auto numel = static_cast<std::size_t>(d.sample_numel);
+  const bool u8 = d.dtype == SampleDType::u8;
+  // read_rows() fills the raw_* scratch at a slot: size it for all rows, read each shard as
+  // one run into its global position, then keep the buffers as the cache.
+  d.raw_labels.assign(std::max<std::size_t>(n, 1), 0);
+  if (u8) d.raw_u8.assign(std::max<std::size_t>(n, 1) * numel, 0);
+  else d.raw_f32.assign(std::max<std::size_t>(n, 1) * numel, 0.0f);
+  for (std::size_t s = 0; s < d.shards.size(); ++s) {
+    const RowRun whole{0, d.shards[s].rows};
+    if (whole.rows > 0 || d.tuning.collective_transfer)
+      d.read_rows(s, &whole, whole.rows > 0 ? 1 : 0, d.shard_begin[s], whole.rows);
+  }
+  d.cache_labels = std::move(d.raw_labels);
+  d.cache_u8 = std::move(d.raw_u8);
+  d.cache_f32 = std::move(d.raw_f32);
+  d.raw_labels.clear();
+  d.raw_u8.clear();
+  d.raw_f32.clear();
+  d.cached = true;
+}
+
+bool SampleDataset::cached() const { return impl_->cached; }
+
 void SampleDataset::read(const std::vector<std::int64_t>& global_indices, float* out,
                          std::int32_t* labels_out) {
   Impl& d = *impl_;
+  if (d.cached) {
+    const auto numel = static_cast<std::size_t>(d.sample_numel);
+    const std::size_t channels = d.channel_scale.size();
+    const std::int64_t n = d.shard_begin.back();
+    for (std::size_t p = 0; p < global_indices.size(); ++p) {
+      const std::int64_t index = global_indices[p];
+      if (index < 0 || index >= n)
+        throw Error("SampleDataset::read: index " + std::to_string(index) + " outside [0, " +
+                    std::to_string(n) + ")");
+      const auto row = static_cast<std::size_t>(index);
+      d.check_label(index, d.cache_labels[row]);
+      labels_out[p] = d.cache_labels[row];
+      if (d.dtype == SampleDType::u8)
+        normalise_sample(d.cache_u8.data() + row * numel, out + p * numel, channels, d.channel_size,
+                         d.channel_scale.data(), d.channel_shift.data());
+      else
+        normalise_sample(d.cache_f32.data() + row * numel, out + p * numel, channels, d.channel_size,
+                         d.channel_scale.data(), d.channel_shift.data());
+    }
+    return;
+  }
   d.plan.build(global_indices, d.shard_begin);
 
   // Grow-only scratch; at least one row so that pointers are valid for empty selections.

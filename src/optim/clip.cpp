@@ -15,12 +15,32 @@ const std::string kNonfiniteLabel = "trellis::clip::count_nonfinite";
 }  // namespace
 
 double grad_sum_of_squares(ConstFloatView grads) {
+  // One work item per block of kBlock elements, summed with kLanes independent accumulators:
+  // a single running double sum is bound by the latency of each add (and cannot vectorise,
+  // since the compiler may not reorder it), which made this 2x slower than the optimizer step.
+  constexpr std::size_t kBlock = 256, kLanes = 8;
+  const std::size_t n = grads.extent(0);
+  const std::size_t blocks = (n + kBlock - 1) / kBlock;
   double sum = 0.0;
   Kokkos::parallel_reduce(
-      kSumSquaresLabel, Kokkos::RangePolicy<ExecSpace>(0, grads.extent(0)),
-      KOKKOS_LAMBDA(const std::size_t i, double& acc) {
-        const double g = grads(i);
-        acc += g * g;
+      kSumSquaresLabel, Kokkos::RangePolicy<ExecSpace>(0, blocks),
+      KOKKOS_LAMBDA(const std::size_t b, double& acc) {
+        const std::size_t begin = b * kBlock;
+        const std::size_t end = begin + kBlock < n ? begin + kBlock : n;
+        double lane[kLanes] = {};
+        std::size_t i = begin;
+        for (; i + kLanes <= end; i += kLanes)
+          for (std::size_t l = 0; l < kLanes; ++l) {
+            const double g = grads(i + l);
+            lane[l] += g * g;
+          }
+        for (; i < end; ++i) {
+          const double g = grads(i);
+          lane[0] += g * g;
+        }
+        double block_sum = 0.0;
+        for (std::size_t l = 0; l < kLanes; ++l) block_sum += lane[l];
+        acc += block_sum;
       },
       sum);
   return sum;

@@ -50,6 +50,8 @@ const std::vector<ConfigKey>& config_schema() {
       {"data.test", "", "test set: an HDF5 file or a glob of shard files (optional)"},
       {"data.shuffle", "true", "reshuffle the training set every epoch"},
       {"data.remainder", "partial", "last incomplete global batch: partial (use it) | drop"},
+      {"data.cache", "none", "none: read every batch from HDF5 | memory: load the whole dataset "
+                             "into each rank's memory once (small datasets)"},
       {"parallel.tp", "1", "tensor-parallel ranks (only 1 is supported so far)"},
       {"parallel.pp", "1", "pipeline-parallel stages (only 1 is supported so far)"},
       {"parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB"},

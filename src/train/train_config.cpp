@@ -122,6 +122,7 @@ TrainConfig TrainConfig::from(const RawConfig& raw) {
   c.data.test = raw.get("data.test");
   c.data.shuffle = config_bool(raw, "data.shuffle");
   c.data.remainder = config_choice(raw, "data.remainder", {"partial", "drop"});
+  c.data.cache_in_memory = config_choice(raw, "data.cache", {"none", "memory"}) == "memory";
 
   c.parallel.tp = static_cast<int>(config_int(raw, "parallel.tp", 1));
   c.parallel.pp = static_cast<int>(config_int(raw, "parallel.pp", 1));

@@ -82,6 +82,10 @@ void Trainer::setup(MPI_Comm world) {
                        " values and " + std::to_string(test_data_->num_classes()) +
                        " classes, but the training set has " + std::to_string(train_data_->sample_numel()) +
                        " values and " + std::to_string(train_data_->num_classes()) + " classes");
+    if (config_.data.cache_in_memory) {
+      train_data_->cache_in_memory();
+      if (test_data_) test_data_->cache_in_memory();
+    }
     sampler_ = std::make_unique<DistributedSampler>(
         train_data_->size(), config_.train.global_batch, config_.train.seed, config_.data.shuffle,
         config_.data.remainder == "drop" ? RemainderPolicy::drop : RemainderPolicy::partial);
@@ -118,7 +122,8 @@ void Trainer::setup(MPI_Comm world) {
             " ranks on " + std::to_string(node_.node_count) + " node(s), grid " + grid_->layout().describe());
   log_.info("data: " + std::to_string(train_data_->size()) + " training samples of " +
             shape_string(train_data_->sample_shape()) + ", " + std::to_string(train_data_->num_classes()) +
-            " classes" + (test_data_ ? ", " + std::to_string(test_data_->size()) + " test samples" : ""));
+            " classes" + (test_data_ ? ", " + std::to_string(test_data_->size()) + " test samples" : "") +
+            (config_.data.cache_in_memory ? " (cached in memory)" : ""));
   log_.info("model: mlp " + config_.raw.get("model.hidden") + ", " + std::to_string(store_.num_elements()) +
             " parameters; optimizer " + optimizer_->name() + ", schedule " + config_.sched.type);
   log_.info("batch: global " + std::to_string(config_.train.global_batch) + " = " + std::to_string(dp_size) +

@@ -74,11 +74,15 @@ TEST_CASE("sharded uint8 dataset: arbitrary index lists read back normalised", "
   std::vector<std::int64_t> reversed(16);
   std::iota(reversed.rbegin(), reversed.rend(), std::int64_t{0});
 
-  for (bool one_read_per_shard : {false, true}) {
-    INFO("one_read_per_shard " << one_read_per_shard);
+  for (int mode = 0; mode < 3; ++mode) {
+    const bool one_read_per_shard = mode == 1, in_memory = mode == 2;
+    INFO("one_read_per_shard " << one_read_per_shard << ", cached in memory " << in_memory);
     Hdf5Tuning tuning;
     tuning.one_read_per_shard = one_read_per_shard;
     SampleDataset data = SampleDataset::open(glob, MPI_COMM_SELF, tuning);
+    CHECK(!data.cached());
+    if (in_memory) data.cache_in_memory();
+    CHECK(data.cached() == in_memory);
     CHECK(data.size() == 16);
     CHECK(data.shard_count() == 4);
     CHECK(data.shard_path(2) == shard_file_name(dir + "/train", 2, 4));

@@ -45,6 +45,7 @@ struct DataConfig {
   std::string train, test;
   bool shuffle = true;
   std::string remainder;  // "partial" | "drop"
+  bool cache_in_memory = false;
 };
 
 struct ParallelConfig {
