@@ -13,7 +13,8 @@
 namespace trellis {
 
 EvalResult evaluate_classifier(nn::Mlp& model, nn::SoftmaxCrossEntropy& loss, SampleDataset& data,
-                               BatchBuffers& buffers, const MpiComm& dp) {
+                               BatchBuffers& buffers, std::int64_t batch_rows, const MpiComm& dp) {
+  TRELLIS_REQUIRE(batch_rows >= 1 && batch_rows <= buffers.capacity, "evaluation batch larger than its buffers");
   const std::int64_t n = data.size();
   const std::int64_t begin = n * dp.rank() / dp.size();
   const std::int64_t end = n * (dp.rank() + 1) / dp.size();
@@ -21,9 +22,9 @@ EvalResult evaluate_classifier(nn::Mlp& model, nn::SoftmaxCrossEntropy& loss, Sa
   ctx.training = false;
   double sums[2] = {0.0, 0.0};  // loss sum, correct count
   std::vector<std::int64_t> indices;
-  indices.reserve(static_cast<std::size_t>(buffers.capacity));
-  for (std::int64_t first = begin; first < end; first += buffers.capacity) {
-    const std::int64_t rows = std::min(buffers.capacity, end - first);
+  indices.reserve(static_cast<std::size_t>(batch_rows));
+  for (std::int64_t first = begin; first < end; first += batch_rows) {
+    const std::int64_t rows = std::min(batch_rows, end - first);
     indices.resize(static_cast<std::size_t>(rows));
     std::iota(indices.begin(), indices.end(), first);
     data.read(indices, buffers.host_inputs.data(), buffers.host_labels.data());
@@ -60,7 +61,7 @@ void evaluate_weights_command(MPI_Comm world, const std::string& weights_path,
   run_agreed(comm.get(), log, [&] { load_weights(weights_path, store); });
   nn::SoftmaxCrossEntropy loss(data->num_classes(), static_cast<int>(batch));
   BatchBuffers buffers(batch, data->sample_numel());
-  const EvalResult result = evaluate_classifier(model, loss, *data, buffers, comm);
+  const EvalResult result = evaluate_classifier(model, loss, *data, buffers, batch, comm);
   char line[256];
   std::snprintf(line, sizeof(line), "eval %s on %s: %lld samples, loss %.6f, accuracy %.6f",
                 weights_path.c_str(), data_spec.c_str(), static_cast<long long>(result.samples),

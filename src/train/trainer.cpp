@@ -213,7 +213,8 @@ void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, Ste
 
 EvalResult Trainer::evaluate_and_log(std::int64_t epoch) {
   Stopwatch watch;
-  const EvalResult result = evaluate_classifier(*model_, *loss_, *test_data_, *buffers_, grid_->dp());
+  const EvalResult result = evaluate_classifier(*model_, *loss_, *test_data_, *buffers_,
+                                                  config_.train.eval_batch, grid_->dp());
   const double seconds = watch.seconds();
   metrics_->write(JsonLine()
                       .add("step", global_step_)

@@ -25,3 +25,9 @@ trellis_run 2 "${common[@]}" --data.train="$WORK/shards/train-*.h5" --run.dir="$
 # Serving batches from the in-memory cache changes nothing but speed: bitwise-identical losses.
 trellis_run 2 "${common[@]}" --data.cache=memory --run.dir="$WORK/np2-cached" > "$WORK/np2-cached.log"
 /usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 50 "$WORK/np2" "$WORK/np2-cached"
+
+# Regression: evaluation batches larger than the micro-batch but smaller than the local batch
+# (the model's capacity is max(micro, eval) rows) used to overrun the model's buffers.
+trellis_run 2 "${common[@]}" --data.test="$FASHION_DIR/test.h5" --train.max_steps=3 \
+  --train.micro_batch=8 --train.eval_batch=16 --sched.warmup_steps=1 --run.dir="$WORK/eval-batch" > "$WORK/eval-batch.log"
+grep -q '"test_accuracy"' "$WORK/eval-batch/metrics.jsonl" || fail "no evaluation logged"

@@ -23,8 +23,9 @@ struct EvalResult {
   std::int64_t samples = 0;
 };
 
+// batch_rows: samples per forward call, at most the model's and the buffers' capacity.
 EvalResult evaluate_classifier(nn::Mlp& model, nn::SoftmaxCrossEntropy& loss, SampleDataset& data,
-                               BatchBuffers& buffers, const MpiComm& dp);
+                               BatchBuffers& buffers, std::int64_t batch_rows, const MpiComm& dp);
 
 // `trellis eval`: rebuilds the model from the configuration stored in a weights file, loads
 // the weights and prints loss and accuracy on `data_spec`, all ranks sharing the work.
