@@ -74,4 +74,10 @@ std::int64_t Mlp::flops_per_sample() const {
   return total;
 }
 
+std::string Mlp::describe() const {
+  std::string text = "mlp " + std::to_string(spec_.input_dim);
+  for (int width : spec_.hidden) text += "-" + std::to_string(width);
+  return text + "-" + std::to_string(spec_.classes) + " (" + spec_.activation + ")";
+}
+
 }  // namespace trellis::nn

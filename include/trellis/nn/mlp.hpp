@@ -11,6 +11,7 @@
 #pragma once
 
 #include "trellis/nn/layer.hpp"
+#include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
 #include <cstdint>
@@ -30,7 +31,7 @@ struct MlpSpec {
   int capacity = 0;                    // max rows per forward/backward call
 };
 
-class Mlp {
+class Mlp : public Model {
  public:
   // Validates the spec (ConfigError on bad values) and registers all parameters in `store`,
   // which must be finalized before the first forward and outlive the Mlp.
@@ -39,12 +40,18 @@ class Mlp {
   // input: [>= n, input_dim]; must stay unchanged until backward. Returns logits [n, classes],
   // a window onto the head's output buffer (valid until the next forward).
   ConstMatrix forward(ConstMatrix input, int n, const StepContext& ctx);
+  ConstMatrix forward(const ModelInput& input, int n, const StepContext& ctx) override {
+    return forward(input.features, n, ctx);
+  }
   // dlogits: [>= n, classes]. Adds parameter gradients; writes input_grad() rows [0, n).
-  void backward(ConstMatrix dlogits, int n);
+  void backward(ConstMatrix dlogits, int n) override;
+  int classes() const override { return spec_.classes; }
+  int capacity() const override { return spec_.capacity; }
+  std::string describe() const override;
 
   ConstMatrix input_grad() const;  // [capacity, input_dim]
   // Forward + backward FLOPs per sample of the Linear layers: sum of 6 * in * out.
-  std::int64_t flops_per_sample() const;
+  std::int64_t flops_per_sample() const override;
 
   const MlpSpec& spec() const { return spec_; }
   std::size_t num_layers() const { return layers_.size(); }

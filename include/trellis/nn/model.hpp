@@ -1,0 +1,47 @@
+// Model: a whole network from its input to its logits, the unit the trainer drives.
+//
+// Two kinds of input share one interface:
+//   classifiers (mlp, cnn):   features [n, feature_dim] float   -> logits [n, classes]
+//   language models (gpt):    tokens   [n * seq_len]     int32  -> logits [n * seq_len, vocab]
+// so that the loss is always a softmax cross-entropy over n * rows_per_sample() rows of
+// classes() logits, with targets [n * rows_per_sample()] (labels, or next tokens).
+//
+// n counts samples (images, sequences); every buffer is sized at construction for
+// capacity() samples, and forward/backward take n <= capacity(). Gradient rule as for layers:
+// backward adds (+=) into the ParameterStore's gradients.
+#pragma once
+
+#include "trellis/core/kokkos_types.hpp"
+#include "trellis/kernels/views.hpp"
+#include "trellis/nn/layer.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace trellis::nn {
+
+struct ModelInput {
+  ConstMatrix features;         // [>= n, feature_dim] for classifiers; empty otherwise
+  kernels::ConstLabels tokens;  // [>= n * seq_len] token ids for language models; empty otherwise
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Returns logits [n * rows_per_sample(), classes()], valid until the next forward. The
+  // input must stay unchanged until the matching backward().
+  virtual ConstMatrix forward(const ModelInput& input, int n, const StepContext& ctx) = 0;
+  // dlogits: [n * rows_per_sample(), classes()], n as in the last forward.
+  virtual void backward(ConstMatrix dlogits, int n) = 0;
+
+  virtual int classes() const = 0;                  // logits per row: classes or vocabulary
+  virtual int rows_per_sample() const { return 1; } // seq_len for language models
+  virtual int capacity() const = 0;                 // most samples per call
+  virtual bool takes_tokens() const { return false; }
+  // Forward + backward FLOPs per sample (matmul-dominated terms), for throughput and MFU.
+  virtual std::int64_t flops_per_sample() const = 0;
+  virtual std::string describe() const = 0;         // "mlp 784-256-128-10"
+};
+
+}  // namespace trellis::nn
