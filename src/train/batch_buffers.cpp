@@ -4,30 +4,49 @@
 
 namespace trellis {
 
-BatchBuffers::BatchBuffers(std::int64_t capacity_rows, std::int64_t numel)
-    : capacity(capacity_rows),
-      sample_numel(numel),
-      inputs("trellis::batch::inputs", static_cast<std::size_t>(capacity_rows * numel)),
-      labels("trellis::batch::labels", static_cast<std::size_t>(capacity_rows)),
-      host_inputs(Kokkos::create_mirror_view(inputs)),
-      host_labels(Kokkos::create_mirror_view(labels)) {}
+namespace {
+std::size_t size_of(std::int64_t a, std::int64_t b) { return static_cast<std::size_t>(a * b); }
+}  // namespace
 
-void BatchBuffers::upload(std::int64_t rows) {
-  TRELLIS_REQUIRE(rows >= 0 && rows <= capacity, "batch larger than its buffers");
-  if (rows == 0) return;
-  const auto n = static_cast<std::size_t>(rows);
-  Kokkos::deep_copy(slice(inputs, 0, n * static_cast<std::size_t>(sample_numel)),
-                    slice(host_inputs, 0, n * static_cast<std::size_t>(sample_numel)));
-  Kokkos::deep_copy(slice(labels, 0, n), slice(host_labels, 0, n));
+BatchBuffers::BatchBuffers(std::int64_t capacity_samples, std::int64_t numel, std::int64_t tokens_per_sample)
+    : capacity(capacity_samples),
+      feature_numel(numel),
+      seq_len(tokens_per_sample),
+      rows_per_sample(tokens_per_sample > 0 ? tokens_per_sample : 1),
+      features("trellis::batch::features", size_of(capacity_samples, numel)),
+      tokens("trellis::batch::tokens", size_of(capacity_samples, tokens_per_sample)),
+      targets("trellis::batch::targets", size_of(capacity_samples, rows_per_sample)),
+      host_features(Kokkos::create_mirror_view(features)),
+      host_tokens(Kokkos::create_mirror_view(tokens)),
+      host_targets(Kokkos::create_mirror_view(targets)) {}
+
+void BatchBuffers::upload(std::int64_t samples) {
+  TRELLIS_REQUIRE(samples >= 0 && samples <= capacity, "batch larger than its buffers");
+  if (samples == 0) return;
+  if (feature_numel > 0) {
+    const std::size_t n = size_of(samples, feature_numel);
+    Kokkos::deep_copy(slice(features, 0, n), slice(host_features, 0, n));
+  }
+  if (seq_len > 0) {
+    const std::size_t n = size_of(samples, seq_len);
+    Kokkos::deep_copy(slice(tokens, 0, n), slice(host_tokens, 0, n));
+  }
+  const std::size_t n = size_of(samples, rows_per_sample);
+  Kokkos::deep_copy(slice(targets, 0, n), slice(host_targets, 0, n));
 }
 
-ConstMatrix BatchBuffers::input_rows(std::int64_t first, std::int64_t rows) const {
-  return ConstMatrix(inputs.data() + first * sample_numel, static_cast<std::size_t>(rows),
-                     static_cast<std::size_t>(sample_numel));
+ConstMatrix BatchBuffers::feature_rows(std::int64_t first, std::int64_t count) const {
+  return ConstMatrix(features.data() + first * feature_numel, static_cast<std::size_t>(count),
+                     static_cast<std::size_t>(feature_numel));
 }
 
-kernels::ConstLabels BatchBuffers::label_rows(std::int64_t first, std::int64_t rows) const {
-  return kernels::ConstLabels(labels.data() + first, static_cast<std::size_t>(rows));
+kernels::ConstLabels BatchBuffers::token_rows(std::int64_t first, std::int64_t count) const {
+  return kernels::ConstLabels(tokens.data() + first * seq_len, static_cast<std::size_t>(count * seq_len));
+}
+
+kernels::ConstLabels BatchBuffers::target_rows(std::int64_t first, std::int64_t count) const {
+  return kernels::ConstLabels(targets.data() + first * rows_per_sample,
+                              static_cast<std::size_t>(count * rows_per_sample));
 }
 
 }  // namespace trellis

@@ -2,44 +2,43 @@
 
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/train/agreement.hpp"
+#include "trellis/train/data_factory.hpp"
 #include "trellis/train/model_factory.hpp"
 #include "trellis/train/weights_file.hpp"
 
 #include <algorithm>
 #include <cstdio>
-#include <numeric>
-#include <vector>
 
 namespace trellis {
 
-EvalResult evaluate_classifier(nn::Mlp& model, nn::SoftmaxCrossEntropy& loss, SampleDataset& data,
-                               BatchBuffers& buffers, std::int64_t batch_rows, const MpiComm& dp) {
-  TRELLIS_REQUIRE(batch_rows >= 1 && batch_rows <= buffers.capacity, "evaluation batch larger than its buffers");
-  const std::int64_t n = data.size();
-  const std::int64_t begin = n * dp.rank() / dp.size();
-  const std::int64_t end = n * (dp.rank() + 1) / dp.size();
+EvalResult evaluate_model(nn::Model& model, nn::SoftmaxCrossEntropy& loss, EvalSource& data,
+                          BatchBuffers& buffers, std::int64_t batch, const MpiComm& dp) {
+  TRELLIS_REQUIRE(batch >= 1 && batch <= buffers.capacity && batch <= model.capacity(),
+                  "evaluation batch larger than the model's or the buffers' capacity");
   nn::StepContext ctx;
   ctx.training = false;
+  const std::int64_t rows_per_sample = model.rows_per_sample();
   double sums[2] = {0.0, 0.0};  // loss sum, correct count
-  std::vector<std::int64_t> indices;
-  indices.reserve(static_cast<std::size_t>(batch_rows));
-  for (std::int64_t first = begin; first < end; first += batch_rows) {
-    const std::int64_t rows = std::min(batch_rows, end - first);
-    indices.resize(static_cast<std::size_t>(rows));
-    std::iota(indices.begin(), indices.end(), first);
-    data.read(indices, buffers.host_inputs.data(), buffers.host_labels.data());
-    buffers.upload(rows);
-    const int m = static_cast<int>(rows);
-    ConstMatrix logits = model.forward(buffers.input_rows(0, rows), m, ctx);
-    const auto result = loss.forward(logits, buffers.label_rows(0, rows), m);
+  const std::int64_t local = data.local_samples();
+  for (std::int64_t first = 0; first < local; first += batch) {
+    const std::int64_t count = std::min(batch, local - first);
+    data.load(first, count, buffers);
+    buffers.upload(count);
+    const int m = static_cast<int>(count);
+    nn::ModelInput input;
+    if (model.takes_tokens()) input.tokens = buffers.token_rows(0, count);
+    else input.features = buffers.feature_rows(0, count);
+    ConstMatrix logits = model.forward(input, m, ctx);
+    const auto result = loss.forward(logits, buffers.target_rows(0, count), static_cast<int>(count * rows_per_sample));
     sums[0] += result.loss_sum;
     sums[1] += static_cast<double>(result.correct);
   }
   TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, dp.get()));
   EvalResult out;
-  out.samples = n;
-  out.loss = sums[0] / static_cast<double>(n);
-  out.accuracy = sums[1] / static_cast<double>(n);
+  out.samples = data.total_samples();
+  out.targets = out.samples * rows_per_sample;
+  out.loss = sums[0] / static_cast<double>(out.targets);
+  out.accuracy = sums[1] / static_cast<double>(out.targets);
   return out;
 }
 
@@ -47,26 +46,32 @@ void evaluate_weights_command(MPI_Comm world, const std::string& weights_path,
                               const std::string& data_spec, std::int64_t batch, const Logger& log) {
   MpiComm comm = MpiComm::duplicate(world);
   TrainConfig config;
-  std::unique_ptr<SampleDataset> data;
+  std::unique_ptr<EvalSource> data;
   run_agreed(comm.get(), log, [&] {
     config = TrainConfig::from(RawConfig::parse_text(read_weights_config(weights_path),
-                                                         "the config stored in " + weights_path, {}));
+                                                     "the config stored in " + weights_path, {}));
   });
-  run_agreed(comm.get(), log, [&] {
-    data = std::make_unique<SampleDataset>(SampleDataset::open(data_spec, comm.get()));
-  });
+  run_agreed(comm.get(), log, [&] { data = open_eval_source(config, data_spec, comm, batch); });
   nn::ParameterStore store;
-  nn::Mlp model(mlp_spec_from(config.model, data->sample_numel(), data->num_classes(), batch), store);
-  store.finalize(config.train.seed);
-  run_agreed(comm.get(), log, [&] { load_weights(weights_path, store); });
-  nn::SoftmaxCrossEntropy loss(data->num_classes(), static_cast<int>(batch));
-  BatchBuffers buffers(batch, data->sample_numel());
-  const EvalResult result = evaluate_classifier(model, loss, *data, buffers, batch, comm);
-  char line[256];
-  std::snprintf(line, sizeof(line), "eval %s on %s: %lld samples, loss %.6f, accuracy %.6f",
-                weights_path.c_str(), data_spec.c_str(), static_cast<long long>(result.samples),
-                result.loss, result.accuracy);
-  log.info(line);
+  std::unique_ptr<nn::Model> model;
+  run_agreed(comm.get(), log, [&] {
+    model = build_model(config.model, data->shape(), batch, store, nullptr);
+    store.finalize(config.train.seed);
+    load_weights(weights_path, store);
+  });
+  nn::SoftmaxCrossEntropy loss(model->classes(), static_cast<int>(batch * model->rows_per_sample()));
+  BatchBuffers buffers(batch, data->shape().feature_numel, data->shape().seq_len);
+  const EvalResult result = evaluate_model(*model, loss, *data, buffers, batch, comm);
+  char line[512];
+  std::snprintf(line, sizeof(line), "eval %s on %s (%s): %lld samples, loss %.6f, accuracy %.6f",
+                weights_path.c_str(), data_spec.c_str(), model->describe().c_str(),
+                static_cast<long long>(result.samples), result.loss, result.accuracy);
+  std::string text = line;
+  if (model->takes_tokens()) {
+    std::snprintf(line, sizeof(line), ", %.4f bits per token", result.bits_per_target());
+    text += line;
+  }
+  log.info(text);
 }
 
 }  // namespace trellis

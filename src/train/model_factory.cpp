@@ -1,25 +1,42 @@
 #include "trellis/train/model_factory.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/nn/mlp.hpp"
 
 #include <limits>
 
 namespace trellis {
 
-nn::MlpSpec mlp_spec_from(const ModelConfig& model, std::int64_t input_dim, int classes,
-                          std::int64_t capacity) {
-  if (input_dim > std::numeric_limits<int>::max() || capacity > std::numeric_limits<int>::max())
-    throw ConfigError("model input or batch too large for one call (input_dim=" +
-                      std::to_string(input_dim) + ", capacity=" + std::to_string(capacity) + ")");
+namespace {
+
+int to_int(std::int64_t value, const char* what) {
+  if (value < 0 || value > std::numeric_limits<int>::max())
+    throw ConfigError(std::string(what) + " = " + std::to_string(value) + " does not fit one model call");
+  return static_cast<int>(value);
+}
+
+std::unique_ptr<nn::Model> build_mlp(const ModelConfig& model, const DataShape& data, std::int64_t capacity,
+                                     nn::ParameterStore& store) {
+  if (data.feature_numel <= 0)
+    throw ConfigError("config key model.type = mlp needs a labelled-sample dataset (trellis.samples)");
   nn::MlpSpec spec;
-  spec.input_dim = static_cast<int>(input_dim);
+  spec.input_dim = to_int(data.feature_numel, "sample size");
   spec.hidden = model.hidden;
-  spec.classes = classes;
+  spec.classes = data.classes;
   spec.activation = model.activation;
   spec.dropout = model.dropout;
   spec.init = model.init;
-  spec.capacity = static_cast<int>(capacity);
-  return spec;
+  spec.capacity = to_int(capacity, "batch");
+  return std::make_unique<nn::Mlp>(spec, store);
+}
+
+}  // namespace
+
+std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape& data,
+                                       std::int64_t capacity, nn::ParameterStore& store,
+                                       const MpiComm* /*dp*/) {
+  if (model.type == "mlp") return build_mlp(model, data, capacity, store);
+  throw ConfigError("config key model.type = " + model.type + " is not available in this build");
 }
 
 }  // namespace trellis

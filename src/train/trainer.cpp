@@ -5,6 +5,7 @@
 #include "trellis/core/timer.hpp"
 #include "trellis/optim/clip.hpp"
 #include "trellis/train/agreement.hpp"
+#include "trellis/train/data_factory.hpp"
 #include "trellis/train/model_factory.hpp"
 #include "trellis/train/weights_file.hpp"
 
@@ -69,44 +70,31 @@ void Trainer::setup(MPI_Comm world) {
   const int dp_size = dp.size();
 
   // Files next: every rank opens every shard (collective), so all agree on success.
+  run_agreed(grid_->world().get(), log_, [&] { train_data_ = open_train_source(config_, dp); });
+  const DataShape shape = train_data_->shape();
   run_agreed(grid_->world().get(), log_, [&] {
-    if (config_.data.train.empty()) throw ConfigError("config key data.train: no training set given");
-    train_data_ = std::make_unique<SampleDataset>(SampleDataset::open(config_.data.train, dp.get()));
-  });
-  run_agreed(grid_->world().get(), log_, [&] {
-    if (!config_.data.test.empty())
-      test_data_ = std::make_unique<SampleDataset>(SampleDataset::open(config_.data.test, dp.get()));
-    if (test_data_ && (test_data_->sample_numel() != train_data_->sample_numel() ||
-                       test_data_->num_classes() != train_data_->num_classes()))
-      throw InputError(config_.data.test + ": samples of " + std::to_string(test_data_->sample_numel()) +
-                       " values and " + std::to_string(test_data_->num_classes()) +
-                       " classes, but the training set has " + std::to_string(train_data_->sample_numel()) +
-                       " values and " + std::to_string(train_data_->num_classes()) + " classes");
-    if (config_.data.cache_in_memory) {
-      train_data_->cache_in_memory();
-      if (test_data_) test_data_->cache_in_memory();
-    }
-    sampler_ = std::make_unique<DistributedSampler>(
-        train_data_->size(), config_.train.global_batch, config_.train.seed, config_.data.shuffle,
-        config_.data.remainder == "drop" ? RemainderPolicy::drop : RemainderPolicy::partial);
+    if (config_.data.test.empty()) return;
+    test_data_ = open_eval_source(config_, config_.data.test, dp, config_.train.eval_batch);
+    const DataShape test_shape = test_data_->shape();
+    if (test_shape.feature_numel != shape.feature_numel || test_shape.classes != shape.classes)
+      throw InputError(config_.data.test + ": " + test_data_->describe() + ", but the training set has " +
+                       train_data_->describe());
   });
 
   const std::int64_t local_batch = config_.local_batch(dp_size);
   const std::int64_t eval_rows = test_data_ ? config_.train.eval_batch : 0;
   const std::int64_t capacity = std::max(config_.train.micro_batch, eval_rows);
   run_agreed(grid_->world().get(), log_, [&] {
-    model_ = std::make_unique<nn::Mlp>(
-        mlp_spec_from(config_.model, train_data_->sample_numel(), train_data_->num_classes(), capacity),
-        store_);
+    model_ = build_model(config_.model, shape, capacity, store_, &dp);
     store_.finalize(config_.train.seed);
-    loss_ = std::make_unique<nn::SoftmaxCrossEntropy>(train_data_->num_classes(), static_cast<int>(capacity));
+    loss_ = std::make_unique<nn::SoftmaxCrossEntropy>(model_->classes(),
+                                                      static_cast<int>(capacity * model_->rows_per_sample()));
     optimizer_ = make_optimizer(optimizer_spec_from(config_.optim), store_.buffer_size(), store_.decay_mask());
     schedule_ = std::make_unique<LrSchedule>(schedule_spec_from(config_.sched, config_.optim.lr, total_steps()));
   });
   reducer_ = std::make_unique<GradientAllReducer>(
       dp, store_.grads(), static_cast<std::size_t>(config_.parallel.bucket_mb * 1024 * 1024));
-  buffers_ = std::make_unique<BatchBuffers>(std::max(local_batch, eval_rows), train_data_->sample_numel());
-  local_batch_.indices.reserve(static_cast<std::size_t>(local_batch));
+  buffers_ = std::make_unique<BatchBuffers>(std::max(local_batch, eval_rows), shape.feature_numel, shape.seq_len);
 
   const bool writer = grid_->rank() == 0;
   run_agreed(grid_->world().get(), log_, [&] {
@@ -120,47 +108,50 @@ void Trainer::setup(MPI_Comm world) {
 
   log_.info("trellis " + std::string(TRELLIS_VERSION) + ": " + std::to_string(grid_->layout().world_size()) +
             " ranks on " + std::to_string(node_.node_count) + " node(s), grid " + grid_->layout().describe());
-  log_.info("data: " + std::to_string(train_data_->size()) + " training samples of " +
-            shape_string(train_data_->sample_shape()) + ", " + std::to_string(train_data_->num_classes()) +
-            " classes" + (test_data_ ? ", " + std::to_string(test_data_->size()) + " test samples" : "") +
-            (config_.data.cache_in_memory ? " (cached in memory)" : ""));
-  log_.info("model: mlp " + config_.raw.get("model.hidden") + ", " + std::to_string(store_.num_elements()) +
+  log_.info("data: train " + train_data_->describe() + (test_data_ ? "; test " + test_data_->describe() : ""));
+  log_.info("model: " + model_->describe() + ", " + std::to_string(store_.num_elements()) +
             " parameters; optimizer " + optimizer_->name() + ", schedule " + config_.sched.type);
   log_.info("batch: global " + std::to_string(config_.train.global_batch) + " = " + std::to_string(dp_size) +
             " ranks x " + std::to_string(config_.accumulation_steps(dp_size)) + " micro-batches x " +
             std::to_string(config_.train.micro_batch) + " samples; " +
-            std::to_string(sampler_->steps_per_epoch()) + " steps per epoch; run dir " + config_.run_dir);
+            std::to_string(train_data_->steps_per_epoch()) + " steps per epoch; run dir " + config_.run_dir);
 }
 
 std::int64_t Trainer::total_steps() const {
-  const std::int64_t epochs_steps = config_.train.epochs * sampler_->steps_per_epoch();
+  const std::int64_t epochs_steps = config_.train.epochs * train_data_->steps_per_epoch();
   return config_.train.max_steps > 0 ? std::min(config_.train.max_steps, epochs_steps) : epochs_steps;
 }
 
 Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_epoch, StepTimes& times) {
   const MpiComm& dp = grid_->dp();
   Stopwatch phase;
-  sampler_->local_indices(epoch, step_in_epoch, dp.rank(), dp.size(), local_batch_);
-  const auto rows = static_cast<std::int64_t>(local_batch_.indices.size());
-  if (rows > 0) train_data_->read(local_batch_.indices, buffers_->host_inputs.data(), buffers_->host_labels.data());
-  buffers_->upload(rows);
+  const LocalPart part = train_data_->load(epoch, step_in_epoch, global_step_, *buffers_);
+  buffers_->upload(part.samples);
   times.data += phase.fenced_seconds();
 
   phase.restart();
   store_.zero_grads();
-  // Mean over the global batch: every rank scales by the same 1/b, so the dp sum is the mean.
-  const float scale = 1.0f / static_cast<float>(local_batch_.global_size);
-  double sums[3] = {0.0, 0.0, static_cast<double>(rows)};  // loss sum, correct, samples
+  const std::int64_t rows_per_sample = model_->rows_per_sample();
+  // Mean over the global batch's targets: every rank scales by the same 1/(b x rows per
+  // sample), so the dp sum of gradients is the global mean.
+  const float scale = 1.0f / static_cast<float>(part.global_samples * rows_per_sample);
+  // loss sum, correct predictions, loss terms (targets), samples
+  double sums[4] = {0.0, 0.0, static_cast<double>(part.samples * rows_per_sample), static_cast<double>(part.samples)};
   const std::int64_t micro = config_.train.micro_batch;
-  for (std::int64_t first = 0; first < rows; first += micro) {
-    const int m = static_cast<int>(std::min(micro, rows - first));
+  for (std::int64_t first = 0; first < part.samples; first += micro) {
+    const std::int64_t count = std::min(micro, part.samples - first);
+    const int m = static_cast<int>(count);
     nn::StepContext ctx;
     ctx.seed = config_.train.seed;
     ctx.step = global_step_;
-    ctx.first_sample = local_batch_.first_position + first;
+    ctx.first_sample = part.first_position + first;
     ctx.training = true;
-    ConstMatrix logits = model_->forward(buffers_->input_rows(first, m), m, ctx);
-    const auto result = loss_->forward(logits, buffers_->label_rows(first, m), m);
+    nn::ModelInput input;
+    if (model_->takes_tokens()) input.tokens = buffers_->token_rows(first, count);
+    else input.features = buffers_->feature_rows(first, count);
+    ConstMatrix logits = model_->forward(input, m, ctx);
+    const auto result = loss_->forward(logits, buffers_->target_rows(first, count),
+                                       static_cast<int>(count * rows_per_sample));
     sums[0] += result.loss_sum;
     sums[1] += static_cast<double>(result.correct);
     loss_->backward(scale);
@@ -170,14 +161,15 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
 
   phase.restart();
   reducer_->all_reduce();
-  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, dp.get()));
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, dp.get()));
   times.comm += phase.seconds();
 
   phase.restart();
   StepStats stats;
   stats.loss_sum = sums[0];
   stats.correct = sums[1];
-  stats.samples = sums[2];
+  stats.targets = sums[2];
+  stats.samples = sums[3];
   // Every rank holds the same reduced gradient and loss, so they all decide alike here.
   if (!std::isfinite(stats.loss_sum))
     throw Error("non-finite training loss at step " + std::to_string(global_step_ + 1) +
@@ -190,17 +182,18 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
 }
 
 void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, StepTimes& times) {
-  const double loss = stats.loss_sum / stats.samples;
+  const double loss = stats.loss_sum / stats.targets;
   const double samples_per_sec = times.total > 0 ? static_cast<double>(times.samples) / times.total : 0.0;
   const double step_time = times.total / static_cast<double>(std::max<std::int64_t>(times.steps, 1));
   metrics_->write(JsonLine()
                       .add("step", global_step_)
                       .add("epoch", epoch + 1)
                       .add("loss", loss)
-                      .add("train_accuracy", stats.correct / stats.samples)
+                      .add("train_accuracy", stats.correct / stats.targets)
                       .add("lr", static_cast<double>(lr))
                       .add("grad_norm", stats.grad_norm)
                       .add("samples_per_sec", samples_per_sec)
+                      .add("tokens_per_sec", samples_per_sec * static_cast<double>(model_->takes_tokens() ? model_->rows_per_sample() : 0))
                       .add("step_time_s", step_time)
                       .add("data_time_s", times.data / times.steps)
                       .add("compute_time_s", times.compute / times.steps)
@@ -213,8 +206,8 @@ void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, Ste
 
 EvalResult Trainer::evaluate_and_log(std::int64_t epoch) {
   Stopwatch watch;
-  const EvalResult result = evaluate_classifier(*model_, *loss_, *test_data_, *buffers_,
-                                                  config_.train.eval_batch, grid_->dp());
+  const EvalResult result = evaluate_model(*model_, *loss_, *test_data_, *buffers_,
+                                             config_.train.eval_batch, grid_->dp());
   const double seconds = watch.seconds();
   metrics_->write(JsonLine()
                       .add("step", global_step_)
@@ -236,7 +229,7 @@ void Trainer::run() {
   Stopwatch since_warmup;
   std::int64_t samples_after_warmup = 0;
   for (std::int64_t epoch = 0; epoch < config_.train.epochs && global_step_ < last_step; ++epoch) {
-    const std::int64_t steps = sampler_->steps_per_epoch();
+    const std::int64_t steps = train_data_->steps_per_epoch();
     for (std::int64_t s = 0; s < steps && global_step_ < last_step; ++s) {
       Stopwatch step_watch;
       const float lr = schedule_->lr(global_step_);
@@ -249,7 +242,7 @@ void Trainer::run() {
       if (global_step_ % config_.log_interval == 0 || global_step_ == last_step)
         log_step(epoch, stats, lr, times);
     }
-    const bool epoch_done = global_step_ % sampler_->steps_per_epoch() == 0;
+    const bool epoch_done = global_step_ % train_data_->steps_per_epoch() == 0;
     if (test_data_ && config_.train.eval_every_epoch && (epoch_done || global_step_ == last_step))
       last_eval_ = evaluate_and_log(epoch);
   }

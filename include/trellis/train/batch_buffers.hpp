@@ -1,6 +1,10 @@
-// The input and label buffers of one rank, sized once for the largest batch it will read.
-// The reader writes the host mirrors; upload() copies them to the device (a no-op on host
-// backends, where mirror and device view are the same allocation).
+// One rank's batch buffers, sized once for the largest batch it will load (training local
+// batch or evaluation batch). Loaders write the host mirrors; upload() copies them to the
+// device (a no-op on host backends, where mirror and device view are one allocation).
+//
+//   classifiers:      features [capacity, feature_numel] float, targets [capacity] labels
+//   language models:  tokens   [capacity, seq_len] int32,       targets [capacity, seq_len]
+//                     (targets are the inputs shifted by one token)
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
@@ -11,18 +15,24 @@
 namespace trellis {
 
 struct BatchBuffers {
-  BatchBuffers(std::int64_t capacity, std::int64_t sample_numel);
+  // feature_numel > 0 for classifiers; seq_len > 0 for language models (then features empty).
+  BatchBuffers(std::int64_t capacity, std::int64_t feature_numel, std::int64_t seq_len);
 
-  std::int64_t capacity, sample_numel;
-  FloatView inputs;                   // [capacity * sample_numel] device
-  IntView labels;                     // [capacity] device
-  FloatView::HostMirror host_inputs;  // [capacity * sample_numel]
-  IntView::HostMirror host_labels;    // [capacity]
+  std::int64_t capacity, feature_numel, seq_len;
+  std::int64_t rows_per_sample;          // targets per sample: 1, or seq_len
+  FloatView features;                    // [capacity * feature_numel]
+  IntView tokens;                        // [capacity * seq_len]
+  IntView targets;                       // [capacity * rows_per_sample]
+  FloatView::HostMirror host_features;
+  IntView::HostMirror host_tokens;
+  IntView::HostMirror host_targets;
 
-  void upload(std::int64_t rows);
-  // Rows [first, first + rows) as the matrix a model consumes.
-  ConstMatrix input_rows(std::int64_t first, std::int64_t rows) const;
-  kernels::ConstLabels label_rows(std::int64_t first, std::int64_t rows) const;
+  void upload(std::int64_t samples);
+
+  // Samples [first, first + count) as model input and loss targets.
+  ConstMatrix feature_rows(std::int64_t first, std::int64_t count) const;
+  kernels::ConstLabels token_rows(std::int64_t first, std::int64_t count) const;
+  kernels::ConstLabels target_rows(std::int64_t first, std::int64_t count) const;
 };
 
 }  // namespace trellis

@@ -1,14 +1,14 @@
-// Evaluation of a classifier on a labelled dataset, split over data-parallel ranks: rank r of
-// dp takes the contiguous block [floor(r*N/dp), floor((r+1)*N/dp)) in batches, and the loss
-// and correct-prediction sums are reduced over dp, so every rank gets the global result.
+// Evaluation of a model on an evaluation source, split over data-parallel ranks in contiguous
+// blocks; loss and correct-prediction sums are reduced over dp, so every rank gets the global
+// result. For language models the loss is per token and accuracy is next-token accuracy.
 #pragma once
 
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/log.hpp"
-#include "trellis/data/sample_dataset.hpp"
-#include "trellis/nn/mlp.hpp"
+#include "trellis/nn/model.hpp"
 #include "trellis/nn/softmax_xent.hpp"
 #include "trellis/train/batch_buffers.hpp"
+#include "trellis/train/data_source.hpp"
 
 #include <mpi.h>
 
@@ -18,14 +18,16 @@
 namespace trellis {
 
 struct EvalResult {
-  double loss = 0;      // mean cross-entropy over the dataset
-  double accuracy = 0;  // fraction of correct argmax predictions
-  std::int64_t samples = 0;
+  double loss = 0;          // mean cross-entropy per target (sample or token), in nats
+  double accuracy = 0;      // fraction of targets whose argmax is right
+  std::int64_t samples = 0; // samples (images, sequences) evaluated over all ranks
+  std::int64_t targets = 0; // loss terms: samples x rows per sample
+  double bits_per_target() const { return loss / 0.6931471805599453; }
 };
 
-// batch_rows: samples per forward call, at most the model's and the buffers' capacity.
-EvalResult evaluate_classifier(nn::Mlp& model, nn::SoftmaxCrossEntropy& loss, SampleDataset& data,
-                               BatchBuffers& buffers, std::int64_t batch_rows, const MpiComm& dp);
+// batch: samples per forward call, at most the model's and the buffers' capacity.
+EvalResult evaluate_model(nn::Model& model, nn::SoftmaxCrossEntropy& loss, EvalSource& data,
+                          BatchBuffers& buffers, std::int64_t batch, const MpiComm& dp);
 
 // `trellis eval`: rebuilds the model from the configuration stored in a weights file, loads
 // the weights and prints loss and accuracy on `data_spec`, all ranks sharing the work.

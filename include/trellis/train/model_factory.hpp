@@ -1,15 +1,22 @@
-// Builds the model named by the configuration for a dataset's input and class count.
+// Builds the model named by model.type for a dataset's shape, registering its parameters in
+// `store` (the caller finalizes it).
 #pragma once
 
-#include "trellis/nn/mlp.hpp"
+#include "trellis/comm/mpi_comm.hpp"
+#include "trellis/nn/model.hpp"
+#include "trellis/nn/parameter_store.hpp"
+#include "trellis/train/data_source.hpp"
 #include "trellis/train/train_config.hpp"
 
 #include <cstdint>
+#include <memory>
 
 namespace trellis {
 
-// capacity: the most rows one forward/backward call will see (max of micro and eval batch).
-nn::MlpSpec mlp_spec_from(const ModelConfig& model, std::int64_t input_dim, int classes,
-                          std::int64_t capacity);
+// capacity: the most samples one forward/backward call will see. dp: the data-parallel
+// communicator for layers that synchronise over it (BatchNorm with model.sync_bn), or null.
+std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape& data,
+                                       std::int64_t capacity, nn::ParameterStore& store,
+                                       const MpiComm* dp);
 
 }  // namespace trellis

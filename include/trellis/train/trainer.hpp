@@ -1,8 +1,9 @@
-// Trainer: the data-parallel training loop.
+// Trainer: the data-parallel training loop, for any nn::Model and data source.
 //
 // Per optimizer step, on every rank:
-//   sampler -> this rank's block of the global batch -> HDF5 hyperslab read -> upload
-//   for each micro-batch: forward, loss (scaled 1/global_batch), backward (grads +=)
+//   source -> this rank's block of the global batch (HDF5 hyperslab reads) -> upload
+//   for each micro-batch: forward, loss (scaled 1/(global_batch x rows per sample)),
+//                         backward (grads +=)
 //   bucketed all-reduce of the flat gradient over dp -> clip -> lr(step) -> optimizer step
 //   -> metrics (rank 0) -> evaluation at the end of each epoch
 // Every buffer is sized in the constructor; the step itself allocates nothing.
@@ -11,15 +12,14 @@
 #include "trellis/comm/device_binding.hpp"
 #include "trellis/comm/process_grid.hpp"
 #include "trellis/core/log.hpp"
-#include "trellis/data/sample_dataset.hpp"
-#include "trellis/data/sampler.hpp"
-#include "trellis/nn/mlp.hpp"
+#include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
 #include "trellis/nn/softmax_xent.hpp"
 #include "trellis/optim/optimizer.hpp"
 #include "trellis/optim/schedule.hpp"
 #include "trellis/parallel/grad_allreduce.hpp"
 #include "trellis/train/batch_buffers.hpp"
+#include "trellis/train/data_source.hpp"
 #include "trellis/train/evaluate.hpp"
 #include "trellis/train/metrics_log.hpp"
 #include "trellis/train/train_config.hpp"
@@ -52,7 +52,8 @@ class Trainer {
 
  private:
   struct StepStats {
-    double loss_sum = 0, correct = 0, samples = 0;  // over the global batch (reduced)
+    double loss_sum = 0, correct = 0;  // over the global batch (reduced)
+    double targets = 0, samples = 0;    // loss terms and samples of the global batch
     double grad_norm = 0;
   };
 
@@ -66,17 +67,16 @@ class Trainer {
   NodeBinding node_;
   Logger log_;
   std::unique_ptr<ProcessGrid> grid_;
-  std::unique_ptr<SampleDataset> train_data_, test_data_;
-  std::unique_ptr<DistributedSampler> sampler_;
+  std::unique_ptr<TrainSource> train_data_;
+  std::unique_ptr<EvalSource> test_data_;
   nn::ParameterStore store_;
-  std::unique_ptr<nn::Mlp> model_;
+  std::unique_ptr<nn::Model> model_;
   std::unique_ptr<nn::SoftmaxCrossEntropy> loss_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<GradientAllReducer> reducer_;
   std::unique_ptr<BatchBuffers> buffers_;
   std::unique_ptr<MetricsLog> metrics_;
-  LocalBatch local_batch_;     // reused every step
   std::int64_t global_step_ = 0;  // optimizer steps completed
   std::optional<EvalResult> last_eval_;
 };

@@ -1,0 +1,56 @@
+#include "trellis/train/sample_source.hpp"
+
+#include <numeric>
+
+namespace trellis {
+
+DataShape sample_data_shape(const SampleDataset& data) {
+  DataShape shape;
+  shape.sample_shape = data.sample_shape();
+  shape.feature_numel = data.sample_numel();
+  shape.classes = data.num_classes();
+  return shape;
+}
+
+namespace {
+std::string describe_samples(const SampleDataset& data) {
+  return std::to_string(data.size()) + " samples of " + shape_string(data.sample_shape()) + ", " +
+         std::to_string(data.num_classes()) + " classes" + (data.cached() ? " (cached in memory)" : "");
+}
+}  // namespace
+
+SampleTrainSource::SampleTrainSource(SampleDataset data, std::int64_t global_batch, std::uint64_t seed,
+                                     bool shuffle, RemainderPolicy remainder, const MpiComm& dp)
+    : data_(std::move(data)), sampler_(data_.size(), global_batch, seed, shuffle, remainder), dp_(dp) {
+  local_.indices.reserve(static_cast<std::size_t>(global_batch / dp.size() + 1));
+}
+
+LocalPart SampleTrainSource::load(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_t /*global_step*/,
+                                  BatchBuffers& buffers) {
+  sampler_.local_indices(epoch, step_in_epoch, dp_.rank(), dp_.size(), local_);
+  LocalPart part;
+  part.samples = static_cast<std::int64_t>(local_.indices.size());
+  part.first_position = local_.first_position;
+  part.global_samples = local_.global_size;
+  if (part.samples > 0) data_.read(local_.indices, buffers.host_features.data(), buffers.host_targets.data());
+  return part;
+}
+
+std::string SampleTrainSource::describe() const { return describe_samples(data_); }
+
+SampleEvalSource::SampleEvalSource(SampleDataset data, const MpiComm& dp, std::int64_t max_batch)
+    : data_(std::move(data)),
+      begin_(data_.size() * dp.rank() / dp.size()),
+      end_(data_.size() * (dp.rank() + 1) / dp.size()) {
+  indices_.reserve(static_cast<std::size_t>(max_batch));
+}
+
+void SampleEvalSource::load(std::int64_t offset, std::int64_t count, BatchBuffers& buffers) {
+  indices_.resize(static_cast<std::size_t>(count));
+  std::iota(indices_.begin(), indices_.end(), begin_ + offset);
+  data_.read(indices_, buffers.host_features.data(), buffers.host_targets.data());
+}
+
+std::string SampleEvalSource::describe() const { return describe_samples(data_); }
+
+}  // namespace trellis
