@@ -3,6 +3,7 @@
 //   trellis train --config FILE [--section.key=value ...]
 //   trellis eval  --weights FILE --data FILE [--batch N]
 //   trellis info  [--config FILE] [--section.key=value ...]
+//   trellis generate --weights FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]
 //
 // Exit codes: 0 ok, 1 failure, 2 bad configuration or usage, 3 bad input data or weights.
 #include "trellis/comm/device_binding.hpp"
@@ -11,6 +12,7 @@
 #include "trellis/train/agreement.hpp"
 #include "trellis/train/build_info.hpp"
 #include "trellis/train/evaluate.hpp"
+#include "trellis/train/generate.hpp"
 #include "trellis/train/train_config.hpp"
 #include "trellis/train/trainer.hpp"
 
@@ -18,6 +20,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,7 +32,9 @@ const char* kUsage =
     "usage: trellis <command> [options]\n"
     "  train --config FILE [--section.key=value ...]   train a model (see `trellis train --help`)\n"
     "  eval  --weights FILE --data FILE [--batch N]     evaluate saved weights on a dataset\n"
-    "  info  [--config FILE] [--section.key=value ...]  build, backends, ranks and devices\n";
+    "  info  [--config FILE] [--section.key=value ...]  build, backends, ranks and devices\n"
+    "  generate --weights FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+    "                                                   sample text from a trained gpt\n";
 
 struct CommandLine {
   std::string command;
@@ -38,6 +43,7 @@ struct CommandLine {
   std::string weights, data;
   long batch = 1000;
   bool help = false;
+  GenerateOptions generate;
 };
 
 // Splits "--name value" / "--name=value" for the few options each command owns; every other
@@ -50,7 +56,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     cl.help = true;
     return cl;
   }
-  if (cl.command != "train" && cl.command != "eval" && cl.command != "info")
+  if (cl.command != "train" && cl.command != "eval" && cl.command != "info" && cl.command != "generate")
     throw ConfigError("unknown command '" + cl.command + "'\n" + kUsage);
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
@@ -66,6 +72,13 @@ CommandLine parse_command_line(int argc, char** argv) {
     else if (cl.command == "eval" && is("--data")) cl.data = take_value("--data");
     else if (cl.command == "eval" && is("--batch")) cl.batch = std::stol(take_value("--batch"));
     else if (cl.command == "eval") throw ConfigError("unknown eval option '" + arg + "'\n" + kUsage);
+    else if (cl.command == "generate" && is("--weights")) cl.generate.weights = take_value("--weights");
+    else if (cl.command == "generate" && is("--prompt")) cl.generate.prompt = take_value("--prompt");
+    else if (cl.command == "generate" && is("--tokens")) cl.generate.tokens = std::stol(take_value("--tokens"));
+    else if (cl.command == "generate" && is("--temperature")) cl.generate.temperature = std::stod(take_value("--temperature"));
+    else if (cl.command == "generate" && is("--top-k")) cl.generate.top_k = std::stoi(take_value("--top-k"));
+    else if (cl.command == "generate" && is("--seed")) cl.generate.seed = std::stoull(take_value("--seed"));
+    else if (cl.command == "generate") throw ConfigError("unknown generate option '" + arg + "'\n" + kUsage);
     else if (arg.rfind("--", 0) == 0 && arg.find('=') == std::string::npos && i + 1 < argc &&
              std::string(argv[i + 1]).rfind("--", 0) != 0)
       cl.overrides.push_back(arg + "=" + argv[++i]);
@@ -74,6 +87,10 @@ CommandLine parse_command_line(int argc, char** argv) {
   if (cl.command == "eval" && !cl.help && (cl.weights.empty() || cl.data.empty()))
     throw ConfigError("eval needs --weights FILE and --data FILE\n" + std::string(kUsage));
   if (cl.command == "eval" && cl.batch < 1) throw ConfigError("eval --batch must be >= 1");
+  if (cl.command == "generate" && !cl.help && cl.generate.weights.empty())
+    throw ConfigError("generate needs --weights FILE\n" + std::string(kUsage));
+  if (cl.command == "generate" && (cl.generate.tokens < 0 || cl.generate.top_k < 0 || cl.generate.temperature < 0))
+    throw ConfigError("generate: --tokens, --top-k and --temperature must be >= 0");
   return cl;
 }
 
@@ -101,7 +118,13 @@ void initialize_kokkos(int device) {
 
 int run(int argc, char** argv, int rank) {
   CommandLine cl;
-  run_agreed(MPI_COMM_WORLD, Logger(rank), [&] { cl = parse_command_line(argc, argv); });
+  run_agreed(MPI_COMM_WORLD, Logger(rank), [&] {
+    try {
+      cl = parse_command_line(argc, argv);
+    } catch (const std::logic_error& e) {  // std::stol and friends on a malformed number
+      throw ConfigError(std::string("malformed numeric option value (") + e.what() + ")\n" + kUsage);
+    }
+  });
   if (cl.help) {
     if (rank == 0) print_help(cl.command);
     return 0;
@@ -113,6 +136,10 @@ int run(int argc, char** argv, int rank) {
   } finalizer;
 
   const Logger log(rank);
+  if (cl.command == "generate") {
+    generate_command(MPI_COMM_WORLD, cl.generate, log);
+    return 0;
+  }
   if (cl.command == "eval") {
     evaluate_weights_command(MPI_COMM_WORLD, cl.weights, cl.data, cl.batch, log);
     return 0;

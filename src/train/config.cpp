@@ -15,11 +15,19 @@ namespace trellis {
 
 const std::vector<ConfigKey>& config_schema() {
   static const std::vector<ConfigKey> schema = {
-      {"model.type", "mlp", "network family: mlp"},
+      {"model.type", "mlp", "network family: mlp | cnn | gpt"},
       {"model.hidden", "256,128", "hidden layer widths of the MLP, comma-separated"},
       {"model.activation", "relu", "activation: relu | gelu"},
       {"model.dropout", "0", "dropout probability after each hidden activation, in [0, 1)"},
-      {"model.init", "kaiming", "weight initialisation: kaiming | xavier"},
+      {"model.init", "kaiming", "weight initialisation of the MLP: kaiming | xavier"},
+      {"model.widths", "32,64,128", "cnn: channels of each stage (stages after the first halve H and W)"},
+      {"model.blocks", "1", "cnn: residual blocks per stage"},
+      {"model.sync_bn", "true", "cnn: BatchNorm statistics over all data-parallel ranks"},
+      {"model.n_layer", "4", "gpt: transformer blocks"},
+      {"model.n_head", "4", "gpt: attention heads (divides model.d_model)"},
+      {"model.d_model", "128", "gpt: embedding width"},
+      {"model.seq_len", "128", "gpt: context length in tokens"},
+      {"model.vocab", "0", "gpt: vocabulary size; 0 = the training set's vocab_size"},
       {"train.global_batch", "128", "samples per optimizer step over all data-parallel ranks"},
       {"train.micro_batch", "0", "samples per forward/backward on one rank; 0 = global_batch / dp "
                                  "(gradients accumulate over global_batch / (dp * micro_batch))"},
@@ -28,6 +36,8 @@ const std::vector<ConfigKey>& config_schema() {
       {"train.seed", "1234", "seed of initialisation, shuffling and dropout"},
       {"train.eval_batch", "1000", "samples per evaluation batch on one rank"},
       {"train.eval_every_epoch", "true", "evaluate on data.test after every epoch"},
+      {"train.eval_interval", "0", "also evaluate every this many steps; 0 = only at epoch ends"},
+      {"train.eval_max_samples", "0", "evaluate on at most this many samples of data.test; 0 = all"},
       {"optim.type", "sgd", "optimizer: sgd | adam | adamw | rmsprop"},
       {"optim.lr", "0.05", "base learning rate"},
       {"optim.momentum", "0.9", "momentum (sgd, rmsprop)"},
@@ -47,7 +57,7 @@ const std::vector<ConfigKey>& config_schema() {
       {"sched.div_factor", "25", "initial lr = lr / div_factor (onecycle)"},
       {"sched.final_div_factor", "10000", "final lr = initial lr / final_div_factor (onecycle)"},
       {"data.train", "", "training set: an HDF5 file or a glob of shard files"},
-      {"data.test", "", "test set: an HDF5 file or a glob of shard files (optional)"},
+      {"data.test", "", "test (or validation) set: an HDF5 file or a glob of shard files (optional)"},
       {"data.shuffle", "true", "reshuffle the training set every epoch"},
       {"data.remainder", "partial", "last incomplete global batch: partial (use it) | drop"},
       {"data.cache", "none", "none: read every batch from HDF5 | memory: load the whole dataset "

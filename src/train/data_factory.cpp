@@ -18,7 +18,7 @@ std::unique_ptr<EvalSource> open_eval_source(const TrainConfig& config, const st
                                              const MpiComm& dp, std::int64_t max_batch) {
   SampleDataset data = SampleDataset::open(spec, dp.get());
   if (config.data.cache_in_memory) data.cache_in_memory();
-  return std::make_unique<SampleEvalSource>(std::move(data), dp, max_batch);
+  return std::make_unique<SampleEvalSource>(std::move(data), dp, max_batch, config.train.eval_max_samples);
 }
 
 }  // namespace trellis

@@ -1,5 +1,6 @@
 #include "trellis/train/sample_source.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 namespace trellis {
@@ -38,10 +39,12 @@ LocalPart SampleTrainSource::load(std::int64_t epoch, std::int64_t step_in_epoch
 
 std::string SampleTrainSource::describe() const { return describe_samples(data_); }
 
-SampleEvalSource::SampleEvalSource(SampleDataset data, const MpiComm& dp, std::int64_t max_batch)
+SampleEvalSource::SampleEvalSource(SampleDataset data, const MpiComm& dp, std::int64_t max_batch,
+                                   std::int64_t max_samples)
     : data_(std::move(data)),
-      begin_(data_.size() * dp.rank() / dp.size()),
-      end_(data_.size() * (dp.rank() + 1) / dp.size()) {
+      total_(max_samples > 0 ? std::min(max_samples, data_.size()) : data_.size()),
+      begin_(total_ * dp.rank() / dp.size()),
+      end_(total_ * (dp.rank() + 1) / dp.size()) {
   indices_.reserve(static_cast<std::size_t>(max_batch));
 }
 

@@ -82,11 +82,22 @@ std::vector<int> config_int_list(const RawConfig& raw, const std::string& key, i
 TrainConfig TrainConfig::from(const RawConfig& raw) {
   TrainConfig c;
   c.raw = raw;
-  c.model.type = config_choice(raw, "model.type", {"mlp"});
+  c.model.type = config_choice(raw, "model.type", {"mlp", "cnn", "gpt"});
   c.model.hidden = config_int_list(raw, "model.hidden", 1);
   c.model.activation = config_choice(raw, "model.activation", {"relu", "gelu"});
   c.model.dropout = static_cast<float>(config_double(raw, "model.dropout", 0.0, 0.99));
   c.model.init = config_choice(raw, "model.init", {"kaiming", "xavier"});
+  c.model.widths = config_int_list(raw, "model.widths", 1);
+  c.model.blocks = static_cast<int>(config_int(raw, "model.blocks", 1));
+  c.model.sync_bn = config_bool(raw, "model.sync_bn");
+  c.model.n_layer = static_cast<int>(config_int(raw, "model.n_layer", 1));
+  c.model.n_head = static_cast<int>(config_int(raw, "model.n_head", 1));
+  c.model.d_model = static_cast<int>(config_int(raw, "model.d_model", 1));
+  c.model.seq_len = static_cast<int>(config_int(raw, "model.seq_len", 1));
+  c.model.vocab = static_cast<int>(config_int(raw, "model.vocab", 0));
+  if (c.model.d_model % c.model.n_head != 0)
+    throw ConfigError("config keys model.d_model = " + std::to_string(c.model.d_model) + " and model.n_head = " +
+                      std::to_string(c.model.n_head) + ": d_model must be a multiple of n_head");
 
   c.train.global_batch = config_int(raw, "train.global_batch", 1);
   c.train.micro_batch = config_int(raw, "train.micro_batch", 0);
@@ -95,6 +106,8 @@ TrainConfig TrainConfig::from(const RawConfig& raw) {
   c.train.seed = static_cast<std::uint64_t>(config_int(raw, "train.seed", 0));
   c.train.eval_batch = config_int(raw, "train.eval_batch", 1);
   c.train.eval_every_epoch = config_bool(raw, "train.eval_every_epoch");
+  c.train.eval_interval = config_int(raw, "train.eval_interval", 0);
+  c.train.eval_max_samples = config_int(raw, "train.eval_max_samples", 0);
 
   c.optim.type = config_choice(raw, "optim.type", {"sgd", "adam", "adamw", "rmsprop"});
   c.optim.lr = static_cast<float>(config_double(raw, "optim.lr", 0.0, 1e3));

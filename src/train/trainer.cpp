@@ -72,6 +72,11 @@ void Trainer::setup(MPI_Comm world) {
   // Files next: every rank opens every shard (collective), so all agree on success.
   run_agreed(grid_->world().get(), log_, [&] { train_data_ = open_train_source(config_, dp); });
   const DataShape shape = train_data_->shape();
+  if (config_.model.type == "gpt" && config_.model.vocab == 0) {
+    // Resolved from the data, and written back so config.ini and model.h5 record it.
+    config_.model.vocab = shape.classes;
+    config_.raw.set("model.vocab", std::to_string(shape.classes));
+  }
   run_agreed(grid_->world().get(), log_, [&] {
     if (config_.data.test.empty()) return;
     test_data_ = open_eval_source(config_, config_.data.test, dp, config_.train.eval_batch);
@@ -215,10 +220,16 @@ EvalResult Trainer::evaluate_and_log(std::int64_t epoch) {
                       .add("test_loss", result.loss)
                       .add("test_accuracy", result.accuracy)
                       .add("test_samples", result.samples)
+                      .add("test_bits_per_token", model_->takes_tokens() ? result.bits_per_target() : 0.0)
                       .add("eval_time_s", seconds));
-  log_.info(format("epoch %.0f  test loss %.4f  test accuracy %.2f%%  (%.0f samples, %.1f s)",
-                   static_cast<double>(epoch + 1), result.loss, 100.0 * result.accuracy,
-                   static_cast<double>(result.samples), seconds));
+  if (model_->takes_tokens())
+    log_.info(format("epoch %.0f step %.0f  validation loss %.4f  %.4f bits per token  (%.0f sequences, %.1f s)",
+                     static_cast<double>(epoch + 1), static_cast<double>(global_step_), result.loss,
+                     result.bits_per_target(), static_cast<double>(result.samples), seconds));
+  else
+    log_.info(format("epoch %.0f  test loss %.4f  test accuracy %.2f%%  (%.0f samples, %.1f s)",
+                     static_cast<double>(epoch + 1), result.loss, 100.0 * result.accuracy,
+                     static_cast<double>(result.samples), seconds));
   return result;
 }
 
@@ -241,6 +252,9 @@ void Trainer::run() {
       else samples_after_warmup += static_cast<std::int64_t>(stats.samples);
       if (global_step_ % config_.log_interval == 0 || global_step_ == last_step)
         log_step(epoch, stats, lr, times);
+      if (test_data_ && config_.train.eval_interval > 0 && global_step_ % config_.train.eval_interval == 0 &&
+          global_step_ != last_step)
+        last_eval_ = evaluate_and_log(epoch);
     }
     const bool epoch_done = global_step_ % train_data_->steps_per_epoch() == 0;
     if (test_data_ && config_.train.eval_every_epoch && (epoch_done || global_step_ == last_step))

@@ -29,19 +29,20 @@ class SampleTrainSource : public TrainSource {
   LocalBatch local_;  // reused every step
 };
 
-// Rank r of dp evaluates the contiguous block [floor(r*N/dp), floor((r+1)*N/dp)).
+// The first N samples (N = the set, or max_samples when smaller and > 0); rank r of dp
+// evaluates the contiguous block [floor(r*N/dp), floor((r+1)*N/dp)).
 class SampleEvalSource : public EvalSource {
  public:
-  SampleEvalSource(SampleDataset data, const MpiComm& dp, std::int64_t max_batch);
+  SampleEvalSource(SampleDataset data, const MpiComm& dp, std::int64_t max_batch, std::int64_t max_samples);
   DataShape shape() const override { return sample_data_shape(data_); }
-  std::int64_t total_samples() const override { return data_.size(); }
+  std::int64_t total_samples() const override { return total_; }
   std::int64_t local_samples() const override { return end_ - begin_; }
   void load(std::int64_t offset, std::int64_t count, BatchBuffers& buffers) override;
   std::string describe() const override;
 
  private:
   SampleDataset data_;
-  std::int64_t begin_, end_;
+  std::int64_t total_, begin_, end_;
   std::vector<std::int64_t> indices_;  // reused by every load
 };
 

@@ -11,11 +11,15 @@
 namespace trellis {
 
 struct ModelConfig {
-  std::string type;         // "mlp"
-  std::vector<int> hidden;  // widths of the hidden layers
-  std::string activation;   // "relu" | "gelu"
-  float dropout = 0;
-  std::string init;         // "kaiming" | "xavier"
+  std::string type;         // "mlp" | "cnn" | "gpt"
+  std::vector<int> hidden;  // mlp: widths of the hidden layers
+  std::string activation;   // mlp: "relu" | "gelu"
+  float dropout = 0;        // mlp, gpt
+  std::string init;         // mlp: "kaiming" | "xavier"
+  std::vector<int> widths;  // cnn: channels per stage
+  int blocks = 1;           // cnn: residual blocks per stage
+  bool sync_bn = true;      // cnn
+  int n_layer = 0, n_head = 0, d_model = 0, seq_len = 0, vocab = 0;  // gpt (vocab 0: from data)
 };
 
 struct TrainLoopConfig {
@@ -26,6 +30,8 @@ struct TrainLoopConfig {
   std::uint64_t seed = 0;
   std::int64_t eval_batch = 0;
   bool eval_every_epoch = true;
+  std::int64_t eval_interval = 0;     // 0 = only at epoch ends
+  std::int64_t eval_max_samples = 0;  // 0 = the whole set
 };
 
 struct OptimConfig {
