@@ -5,10 +5,11 @@ CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc)
 DEMO_RANKS ?= 2
 DATA_DIR   ?= data/fashion-mnist
+TEXT_DIR   ?= data/austen
 MPIEXEC    ?= mpiexec
 MPIEXEC_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --oversubscribe
 
-.PHONY: all deps configure build test demo bench clean
+.PHONY: all deps configure build test demo demo-cnn demo-gpt bench clean
 
 all: build
 
@@ -30,6 +31,20 @@ $(DATA_DIR)/train.h5 $(DATA_DIR)/test.h5:
 demo: build $(DATA_DIR)/train.h5
 	OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) $(BUILD_DIR)/trellis train \
 	  --config inputs/fashion_mlp.ini --data.train=$(DATA_DIR)/train.h5 --data.test=$(DATA_DIR)/test.h5
+
+$(TEXT_DIR)/train.h5:
+	tools/prepare_austen.sh $(TEXT_DIR)
+
+# The CNN and GPT demos of inputs/fashion_cnn.ini and inputs/gpt_char.ini (minutes on 2 cores).
+demo-cnn: build $(DATA_DIR)/train.h5
+	OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) $(BUILD_DIR)/trellis train \
+	  --config inputs/fashion_cnn.ini --data.train=$(DATA_DIR)/train.h5 --data.test=$(DATA_DIR)/test.h5
+
+demo-gpt: build $(TEXT_DIR)/train.h5
+	OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) $(BUILD_DIR)/trellis train \
+	  --config inputs/gpt_char.ini --data.train=$(TEXT_DIR)/train.h5 --data.test=$(TEXT_DIR)/val.h5
+	$(BUILD_DIR)/trellis generate --weights runs/gpt_char/model.h5 --prompt "It is a truth " \
+	  --tokens 300 --top-k 10 --temperature 0.8 --seed 1
 
 bench: build $(DATA_DIR)/train.h5
 	tools/bench_throughput.sh

@@ -14,16 +14,27 @@ LinearInit parse_linear_init(const std::string& name) {
   throw ConfigError("unknown init \"" + name + "\" (expected kaiming or xavier)");
 }
 
+namespace {
+const double kLinearGain = 1.0 / std::sqrt(3.0);  // PyTorch: kaiming_uniform_(a=sqrt(5))
+
+InitSpec default_weight_init(LinearInit init, int in_features, int out_features) {
+  return init == LinearInit::kaiming ? InitSpec::kaiming_uniform(in_features, kLinearGain)
+                                     : InitSpec::xavier_uniform(in_features, out_features);
+}
+InitSpec default_bias_init(LinearInit init, int in_features) {
+  return init == LinearInit::kaiming ? InitSpec::kaiming_uniform(in_features, kLinearGain)
+                                     : InitSpec::zeros();
+}
+}  // namespace
+
 Linear::Linear(ParameterStore& store, const std::string& name, int in_features,
                int out_features, int capacity, LinearInit init)
+    : Linear(store, name, in_features, out_features, capacity,
+             default_weight_init(init, in_features, out_features), default_bias_init(init, in_features)) {}
+
+Linear::Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
+               int capacity, const InitSpec& weight_init, const InitSpec& bias_init)
     : Layer(name, in_features, out_features, capacity), store_(&store) {
-  const double linear_gain = 1.0 / std::sqrt(3.0);  // PyTorch: kaiming_uniform_(a=sqrt(5))
-  const InitSpec weight_init = init == LinearInit::kaiming
-                                   ? InitSpec::kaiming_uniform(in_features, linear_gain)
-                                   : InitSpec::xavier_uniform(in_features, out_features);
-  const InitSpec bias_init = init == LinearInit::kaiming
-                                 ? InitSpec::kaiming_uniform(in_features, linear_gain)
-                                 : InitSpec::zeros();
   weight_ = store.add(name + ".weight", {out_features, in_features}, weight_init, true);
   bias_ = store.add(name + ".bias", {out_features}, bias_init, false);
 }

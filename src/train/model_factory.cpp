@@ -1,6 +1,7 @@
 #include "trellis/train/model_factory.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/nn/gpt.hpp"
 #include "trellis/nn/mlp.hpp"
 
 #include <limits>
@@ -30,12 +31,31 @@ std::unique_ptr<nn::Model> build_mlp(const ModelConfig& model, const DataShape& 
   return std::make_unique<nn::Mlp>(spec, store);
 }
 
+std::unique_ptr<nn::Model> build_gpt(const ModelConfig& model, const DataShape& data, std::int64_t capacity,
+                                     nn::ParameterStore& store) {
+  if (data.seq_len <= 0) throw ConfigError("config key model.type = gpt needs a token dataset (trellis.tokens)");
+  const int vocab = model.vocab > 0 ? model.vocab : data.classes;
+  if (vocab < data.classes)
+    throw ConfigError("config key model.vocab = " + std::to_string(model.vocab) + " is smaller than the data's vocab_size " +
+                      std::to_string(data.classes));
+  nn::GptSpec spec;
+  spec.n_layer = model.n_layer;
+  spec.n_head = model.n_head;
+  spec.d_model = model.d_model;
+  spec.seq_len = model.seq_len;
+  spec.vocab = vocab;
+  spec.dropout = model.dropout;
+  spec.capacity = to_int(capacity, "batch");
+  return std::make_unique<nn::Gpt>(spec, store);
+}
+
 }  // namespace
 
 std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape& data,
                                        std::int64_t capacity, nn::ParameterStore& store,
                                        const MpiComm* /*dp*/) {
   if (model.type == "mlp") return build_mlp(model, data, capacity, store);
+  if (model.type == "gpt") return build_gpt(model, data, capacity, store);
   throw ConfigError("config key model.type = " + model.type + " is not available in this build");
 }
 

@@ -33,7 +33,8 @@ LocalPart SampleTrainSource::load(std::int64_t epoch, std::int64_t step_in_epoch
   part.samples = static_cast<std::int64_t>(local_.indices.size());
   part.first_position = local_.first_position;
   part.global_samples = local_.global_size;
-  if (part.samples > 0) data_.read(local_.indices, buffers.host_features.data(), buffers.host_targets.data());
+  // Called with an empty block too: with collective transfer every rank must join the read.
+  data_.read(local_.indices, buffers.host_features.data(), buffers.host_targets.data());
   return part;
 }
 

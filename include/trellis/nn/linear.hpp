@@ -31,6 +31,9 @@ class Linear : public Layer {
   // must outlive the layer and be finalized before the first forward.
   Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
          int capacity, LinearInit init = LinearInit::kaiming);
+  // The same with explicit initialisations (e.g. GPT-2's normal(0.02) weights, zero bias).
+  Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
+         int capacity, const InitSpec& weight_init, const InitSpec& bias_init);
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;

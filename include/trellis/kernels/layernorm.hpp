@@ -1,0 +1,29 @@
+// Layer normalisation over the last dimension of a row-major matrix, forward and backward
+// (Ba et al. 2016; PyTorch nn.LayerNorm(d, eps) with its elementwise affine).
+//
+//   x, y, dy, dx: [n, d]     gamma, beta, dgamma, dbeta: [d]     mean, rstd: [>= n]
+// forward:   mean_r = sum_j x_rj / d
+//            var_r  = sum_j (x_rj - mean_r)^2 / d        (biased, as PyTorch; two passes, so
+//                                                          no E[x^2] - E[x]^2 cancellation)
+//            rstd_r = 1 / sqrt(var_r + eps)
+//            xhat_rj = (x_rj - mean_r) rstd_r,   y_rj = xhat_rj gamma_j + beta_j
+// backward:  g_rj = dy_rj gamma_j
+//            dx_rj = rstd_r (g_rj - mean_k g_rk - xhat_rj mean_k (g_rk xhat_rk))   written (=)
+//            dgamma_j += sum_r dy_rj xhat_rj,   dbeta_j += sum_r dy_rj          accumulated (+=)
+// Row kernels run one thread per row; the parameter-gradient column sums run one thread per
+// column over the rows in order, so every result is bitwise reproducible.
+#pragma once
+
+#include "trellis/kernels/views.hpp"
+
+namespace trellis::kernels {
+
+// Writes y and the per-row statistics mean[0, n), rstd[0, n) that backward needs.
+void layernorm_forward(ConstMatrix x, ConstVector gamma, ConstVector beta, float eps, Matrix y,
+                       Vector mean, Vector rstd);
+
+// x, mean, rstd as the forward saw/wrote them. dx written; dgamma, dbeta accumulated.
+void layernorm_backward(ConstMatrix x, ConstMatrix dy, ConstVector gamma, ConstVector mean,
+                        ConstVector rstd, Matrix dx, Vector dgamma, Vector dbeta);
+
+}  // namespace trellis::kernels

@@ -1,0 +1,91 @@
+// CausalSelfAttention: GPT-2's masked multi-head self-attention (nanoGPT's module).
+//
+// Rows are tokens: a call takes n rows = whole sequences of seq_len tokens (n % seq_len == 0),
+// sequence b / position t in row b * T + t. H = n_head, hd = d / H, S = n / T sequences.
+//
+//   x [n, d]
+//   c_attn "<name>.c_attn.weight" [3d, d], ".bias" [3d]      qkv = x W_attn^T + b   [n, 3d]
+//   q, k, v = columns [0, d), [d, 2d), [2d, 3d) of qkv, each split into heads
+//             [S, H, T, hd] as PyTorch's q.view(S, T, H, hd).transpose(1, 2)
+//   att = softmax(q k^T / sqrt(hd) with keys j > query t masked)      [S, H, T, T]  (kept)
+//   attd = attn_dropout(att)                                          [S, H, T, T]  (kept)
+//   yh = attd v                                                       [S, H, T, hd]
+//   yr = yh merged back to rows (transpose(1, 2).view(n, d))           [n, d]
+//   c_proj "<name>.c_proj.weight" [d, d], ".bias" [d]          z = yr W_proj^T + b  [n, d]
+//   y = resid_dropout(z)                                              [n, d]
+// backward (input grad =, parameter grads += through the two Linears (GPT-2 init)):
+//   dz = resid_dropout(dy);  dyr = c_proj backward;  dyh = split(dyr)
+//   dv = attd^T dyh;  dattd = dyh v^T;  datt = attn_dropout(dattd)  (same mask)
+//   ds = att * (datt - rowsum(att * datt)) / sqrt(hd)  (masked entries: 0)
+//   dq = ds k;  dk = ds^T q;  dqkv = merge(dq, dk, dv);  dx = c_attn backward(dqkv)
+// Causality: row t of the output depends on input rows <= t of its sequence only.
+//
+// Dropout (inverted, counter-based: kernels::dropout_keep), active when ctx.training and p > 0:
+//   attn_dropout on the probabilities viewed as rows [S * H * T, T], stream
+//     stream_mix(stream_from_name("<name>.attn_dropout"), step), first row
+//     ctx.first_sample * H (ctx.first_sample counts token rows and is a multiple of T, so the
+//     global row of (sequence s, head h, position t) is (s * H + h) * T + t); applied with
+//     kernels::causal_dropout_apply, which draws for the causal lower triangle only;
+//   resid_dropout on z (kernels::dropout_apply), stream from "<name>.resid_dropout", first
+//     row ctx.first_sample.
+// So masks depend on the global token position only, never on how a batch is split.
+//
+// GEMMs: per (sequence, head) row-major products via kernels::gemm_batched on the [S, H, T, hd]
+// buffers (no transposed copies); QK^T is computed over the full T x T square and the softmax
+// masks it. Buffers, all sized at construction for capacity_rows: q, k, v, yh, yr, dyh, dq,
+// dk, dv, dz [cap * d]; att, datt (and attd when p > 0) [cap / T * H * T * T] = [cap * H * T];
+// dqkv [cap * 3d]. The [cap * H * T] ones dominate for long sequences (GPT-2 small, T 1024,
+// 8 sequences: 400 MB each per layer); a shared backward workspace or a fused (flash-style)
+// kernel is the way to shrink them.
+#pragma once
+
+#include "trellis/core/kokkos_types.hpp"
+#include "trellis/kernels/dropout.hpp"
+#include "trellis/nn/layer.hpp"
+#include "trellis/nn/parameter_store.hpp"
+#include "trellis/nn/linear.hpp"
+#include "trellis/nn/transformer_init.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace trellis::nn {
+
+class CausalSelfAttention : public Layer {
+ public:
+  // Registers "<name>.c_attn.{weight,bias}" and "<name>.c_proj.{weight,bias}".
+  CausalSelfAttention(ParameterStore& store, const std::string& name, int d_model, int n_head,
+                      int seq_len, int capacity_rows, float dropout,
+                      const TransformerInit& init = TransformerInit{});
+
+  // n rows (a multiple of seq_len); ctx.first_sample is the global index of row 0 in token
+  // rows (sequence index * seq_len).
+  void forward(ConstMatrix input, int n, const StepContext& ctx) override;
+  void backward(ConstMatrix output_grad, int n) override;
+  // Per row (token): the two Linears (6 * 4 d^2) plus QK^T and AV, 2 * 2 T d forward each
+  // counted over the full T x T square (the masked half is computed too), x3 for fwd + bwd.
+  std::int64_t flops_per_sample() const override;
+
+  int n_head() const { return n_head_; }
+  int seq_len() const { return seq_len_; }
+  float dropout() const { return p_; }
+  // The last forward's attention probabilities before dropout: [n / T * H * T, T] rows.
+  ConstMatrix probabilities() const;
+  const Linear& c_attn() const { return c_attn_; }
+  const Linear& c_proj() const { return c_proj_; }
+
+ private:
+  Linear c_attn_, c_proj_;
+  int d_, n_head_, head_dim_, seq_len_;
+  float p_;
+  std::uint64_t attn_stream_, resid_stream_;  // stream_from_name of the two dropouts
+  kernels::DropoutMask attn_mask_, resid_mask_;
+  bool dropout_active_ = false;
+  int last_rows_ = 0;
+  FloatView q_, k_, v_, yh_, yr_;      // [cap * d]
+  FloatView att_, attd_, datt_;        // [cap * H * T]; attd_ only when p > 0
+  FloatView dyh_, dq_, dk_, dv_, dz_;  // [cap * d]
+  FloatView dqkv_;                     // [cap * 3d]
+};
+
+}  // namespace trellis::nn

@@ -1,0 +1,93 @@
+#include "trellis/kernels/layernorm.hpp"
+
+#include "trellis/core/kernel_label.hpp"
+#include "trellis/core/math.hpp"
+
+#include <string>
+
+namespace trellis::kernels {
+
+namespace {
+
+// Throws unless v has at least `need` elements (exactly, when exact) for a call on rows x.
+template <class V>
+void check_extent(const V& v, std::size_t need, bool exact, const ConstMatrix& x, const char* who,
+                  const char* what) {
+  const bool ok = exact ? v.extent(0) == need : v.extent(0) >= need;
+  TRELLIS_REQUIRE(ok, std::string(who) + ": " + what + " " + extents_string(v) + " for rows " +
+                          extents_string(x));
+}
+
+}  // namespace
+
+void layernorm_forward(ConstMatrix x, ConstVector gamma, ConstVector beta, float eps, Matrix y,
+                       Vector mean, Vector rstd) {
+  require_same_shape(x, y, "layernorm_forward");
+  const char* who = "layernorm_forward";
+  check_extent(gamma, x.extent(1), true, x, who, "gamma");
+  check_extent(beta, x.extent(1), true, x, who, "beta");
+  check_extent(mean, x.extent(0), false, x, who, "mean");
+  check_extent(rstd, x.extent(0), false, x, who, "rstd");
+  const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
+  const float inv_d = 1.0f / static_cast<float>(d);
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::layernorm::fwd"), Range(0, static_cast<std::int64_t>(x.extent(0))),
+      KOKKOS_LAMBDA(const std::int64_t r) {
+        float sum = 0.0f;
+        for (std::int64_t j = 0; j < d; ++j) sum += x(r, j);
+        const float mu = sum * inv_d;
+        float sq = 0.0f;
+        for (std::int64_t j = 0; j < d; ++j) {
+          const float c = x(r, j) - mu;
+          sq += c * c;
+        }
+        const float rs = 1.0f / math::sqrt(sq * inv_d + eps);
+        for (std::int64_t j = 0; j < d; ++j) y(r, j) = (x(r, j) - mu) * rs * gamma(j) + beta(j);
+        mean(r) = mu;
+        rstd(r) = rs;
+      });
+}
+
+void layernorm_backward(ConstMatrix x, ConstMatrix dy, ConstVector gamma, ConstVector mean,
+                        ConstVector rstd, Matrix dx, Vector dgamma, Vector dbeta) {
+  require_same_shape(x, dy, "layernorm_backward");
+  require_same_shape(x, dx, "layernorm_backward");
+  const char* who = "layernorm_backward";
+  check_extent(gamma, x.extent(1), true, x, who, "gamma");
+  check_extent(dgamma, x.extent(1), true, x, who, "dgamma");
+  check_extent(dbeta, x.extent(1), true, x, who, "dbeta");
+  check_extent(mean, x.extent(0), false, x, who, "mean");
+  check_extent(rstd, x.extent(0), false, x, who, "rstd");
+  const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
+  const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
+  const float inv_d = 1.0f / static_cast<float>(d);
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::layernorm::bwd_input"), Range(0, rows),
+      KOKKOS_LAMBDA(const std::int64_t r) {
+        const float mu = mean(r), rs = rstd(r);
+        float g_sum = 0.0f, gx_sum = 0.0f;
+        for (std::int64_t j = 0; j < d; ++j) {
+          const float g = dy(r, j) * gamma(j);
+          g_sum += g;
+          gx_sum += g * (x(r, j) - mu) * rs;
+        }
+        const float g_mean = g_sum * inv_d, gx_mean = gx_sum * inv_d;
+        for (std::int64_t j = 0; j < d; ++j) {
+          const float xhat = (x(r, j) - mu) * rs;
+          dx(r, j) = rs * (dy(r, j) * gamma(j) - g_mean - xhat * gx_mean);
+        }
+      });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::layernorm::bwd_params"), Range(0, d),
+      KOKKOS_LAMBDA(const std::int64_t j) {
+        float dg = 0.0f, db = 0.0f;
+        for (std::int64_t r = 0; r < rows; ++r) {
+          dg += dy(r, j) * (x(r, j) - mean(r)) * rstd(r);
+          db += dy(r, j);
+        }
+        dgamma(j) += dg;
+        dbeta(j) += db;
+      });
+}
+
+}  // namespace trellis::kernels

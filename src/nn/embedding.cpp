@@ -1,0 +1,76 @@
+#include "trellis/nn/embedding.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/kernels/embedding.hpp"
+#include "trellis/kernels/vector_ops.hpp"
+
+#include <string>
+
+namespace trellis::nn {
+
+Embedding::Embedding(ParameterStore& store, const std::string& name, int vocab, int dim,
+                     int capacity, const InitSpec& init)
+    : store_(&store), name_(name), vocab_(vocab), dim_(dim), capacity_(capacity) {
+  if (vocab <= 0 || dim <= 0 || capacity <= 0) {
+    throw Error("embedding \"" + name + "\": vocab (" + std::to_string(vocab) + "), dim (" +
+                std::to_string(dim) + ") and capacity (" + std::to_string(capacity) +
+                ") must be positive");
+  }
+  weight_ = store.add(name + ".weight", {vocab, dim}, init, false);
+  output_ = FloatView("trellis::nn::" + name + ".output",
+                      static_cast<std::size_t>(capacity) * static_cast<std::size_t>(dim));
+}
+
+void Embedding::forward(kernels::ConstLabels tokens, int n, const StepContext&) {
+  const ConstMatrix w = store_->param_matrix(weight_);
+  if (n < 0 || n > capacity_ || tokens.extent(0) < static_cast<std::size_t>(n)) {
+    throw Error("embedding \"" + name_ + "\": forward of " + std::to_string(n) + " rows with " +
+                std::to_string(tokens.extent(0)) + " token ids, capacity " +
+                std::to_string(capacity_));
+  }
+  tokens_ = kernels::ConstLabels(tokens.data(), static_cast<std::size_t>(n));
+  has_forward_ = true;
+  kernels::embedding_forward(tokens_, w, as_matrix(output_, n, dim_), name_);
+}
+
+void Embedding::backward(ConstMatrix output_grad, int n) {
+  if (!has_forward_ || static_cast<std::size_t>(n) != tokens_.extent(0) ||
+      output_grad.extent(1) != static_cast<std::size_t>(dim_) ||
+      output_grad.extent(0) < static_cast<std::size_t>(n)) {
+    throw Error("embedding \"" + name_ + "\": backward of " + std::to_string(n) + " rows, " +
+                kernels::extents_string(output_grad) + " gradient, does not follow a forward " +
+                "of the same rows");
+  }
+  kernels::embedding_backward(tokens_, kernels::first_rows(output_grad, n),
+                              store_->grad_matrix(weight_));
+}
+
+ConstMatrix Embedding::output() const { return as_matrix(output_, capacity_, dim_); }
+
+PositionalEmbedding::PositionalEmbedding(ParameterStore& store, const std::string& name,
+                                         int seq_len, int dim, int capacity,
+                                         const InitSpec& init)
+    : Layer(name, dim, dim, capacity), store_(&store), seq_len_(seq_len) {
+  if (seq_len <= 0) {
+    throw Error("positional embedding \"" + name + "\": seq_len must be positive, got " +
+                std::to_string(seq_len));
+  }
+  weight_ = store.add(name + ".weight", {seq_len, dim}, init, false);
+}
+
+void PositionalEmbedding::forward(ConstMatrix input, int n, const StepContext&) {
+  const ConstMatrix pos = store_->param_matrix(weight_);  // [T, d]
+  const ConstMatrix x = begin_forward(input, n);
+  TRELLIS_REQUIRE(n % seq_len_ == 0, "positional embedding \"" + name() + "\": " +
+                                         std::to_string(n) + " rows are no whole sequences of " +
+                                         std::to_string(seq_len_));
+  kernels::position_add(x, pos, output_rows(n));
+}
+
+void PositionalEmbedding::backward(ConstMatrix output_grad, int n) {
+  const ConstMatrix dy = begin_backward(output_grad, n);
+  kernels::position_backward(dy, store_->grad_matrix(weight_));
+  kernels::copy(kernels::flat(dy), kernels::flat(input_grad_rows(n)));
+}
+
+}  // namespace trellis::nn

@@ -1,0 +1,124 @@
+#include "trellis/nn/transformer.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/core/rng.hpp"
+#include "trellis/kernels/vector_ops.hpp"
+
+#include <string>
+
+namespace trellis::nn {
+
+namespace {
+
+int checked_dropout_d(const std::string& name, int d_model, float dropout) {
+  if (!(dropout >= 0.0f && dropout < 1.0f)) {
+    throw ConfigError("\"" + name + "\": dropout must be in [0, 1), got " +
+                      std::to_string(dropout));
+  }
+  return d_model;
+}
+
+// out = a + b over rows [0, n): two passes of existing vector kernels.
+void add_rows(ConstMatrix a, ConstMatrix b, Matrix out) {
+  kernels::copy(kernels::flat(a), kernels::flat(out));
+  kernels::axpy(1.0f, kernels::flat(b), kernels::flat(out));
+}
+
+}  // namespace
+
+FeedForward::FeedForward(ParameterStore& store, const std::string& name, int d_model,
+                         int capacity_rows, float dropout, const TransformerInit& init)
+    : Layer(name, checked_dropout_d(name, d_model, dropout), d_model, capacity_rows),
+      c_fc_(store, name + ".c_fc", d_model, 4 * d_model, capacity_rows,
+            InitSpec::normal(init.std), InitSpec::zeros()),
+      gelu_(name + ".gelu", 4 * d_model, capacity_rows),
+      c_proj_(store, name + ".c_proj", 4 * d_model, d_model, capacity_rows,
+              InitSpec::normal(init.proj_std), InitSpec::zeros()),
+      p_(dropout),
+      stream_(stream_from_name(name + ".dropout")) {
+  if (dropout > 0.0f) {
+    dz_ = FloatView("trellis::nn::" + name + ".dz",
+                    static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(d_model));
+  }
+}
+
+void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
+  const ConstMatrix x = begin_forward(input, n);
+  dropout_active_ = ctx.training && p_ > 0.0f;
+  if (dropout_active_) {
+    TRELLIS_REQUIRE(ctx.first_sample >= 0, "mlp \"" + name() + "\": negative first_sample");
+    mask_ = kernels::DropoutMask{p_, ctx.seed,
+                                 stream_mix(stream_, static_cast<std::uint64_t>(ctx.step)),
+                                 static_cast<std::uint64_t>(ctx.first_sample)};
+  }
+  c_fc_.forward(x, n, ctx);
+  gelu_.forward(c_fc_.output(), n, ctx);
+  c_proj_.forward(gelu_.output(), n, ctx);
+  const ConstMatrix z = kernels::first_rows(c_proj_.output(), n);
+  if (dropout_active_) {
+    kernels::dropout_apply(z, output_rows(n), mask_);
+  } else {
+    kernels::copy(kernels::flat(z), kernels::flat(output_rows(n)));
+  }
+}
+
+void FeedForward::backward(ConstMatrix output_grad, int n) {
+  const ConstMatrix dy = begin_backward(output_grad, n);
+  ConstMatrix dz = dy;
+  if (dropout_active_) {
+    const Matrix dzm = as_matrix(dz_, n, out_features());
+    kernels::dropout_apply(dy, dzm, mask_);
+    dz = dzm;
+  }
+  c_proj_.backward(dz, n);
+  gelu_.backward(c_proj_.input_grad(), n);
+  c_fc_.backward(gelu_.input_grad(), n);
+  kernels::copy(kernels::flat(kernels::first_rows(c_fc_.input_grad(), n)),
+                kernels::flat(input_grad_rows(n)));
+}
+
+std::int64_t FeedForward::flops_per_sample() const {
+  return c_fc_.flops_per_sample() + c_proj_.flops_per_sample();
+}
+
+Block::Block(ParameterStore& store, const std::string& name, int d_model, int n_head,
+             int seq_len, int capacity_rows, float dropout, const TransformerInit& init)
+    : Layer(name, d_model, d_model, capacity_rows),
+      ln_1_(store, name + ".ln_1", d_model, capacity_rows),
+      attn_(store, name + ".attn", d_model, n_head, seq_len, capacity_rows, dropout, init),
+      ln_2_(store, name + ".ln_2", d_model, capacity_rows),
+      mlp_(store, name + ".mlp", d_model, capacity_rows, dropout, init) {
+  const auto size = static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(d_model);
+  h_ = FloatView("trellis::nn::" + name + ".h", size);
+  dh_ = FloatView("trellis::nn::" + name + ".dh", size);
+}
+
+void Block::forward(ConstMatrix input, int n, const StepContext& ctx) {
+  const ConstMatrix x = begin_forward(input, n);
+  const int d = in_features();
+  ln_1_.forward(x, n, ctx);
+  attn_.forward(ln_1_.output(), n, ctx);
+  const Matrix h = as_matrix(h_, n, d);
+  add_rows(x, kernels::first_rows(attn_.output(), n), h);
+  ln_2_.forward(h, n, ctx);
+  mlp_.forward(ln_2_.output(), n, ctx);
+  add_rows(h, kernels::first_rows(mlp_.output(), n), output_rows(n));
+}
+
+void Block::backward(ConstMatrix output_grad, int n) {
+  const ConstMatrix dy = begin_backward(output_grad, n);
+  const int d = in_features();
+  mlp_.backward(dy, n);
+  ln_2_.backward(mlp_.input_grad(), n);
+  const Matrix dh = as_matrix(dh_, n, d);
+  add_rows(dy, kernels::first_rows(ln_2_.input_grad(), n), dh);
+  attn_.backward(dh, n);
+  ln_1_.backward(attn_.input_grad(), n);
+  add_rows(dh, kernels::first_rows(ln_1_.input_grad(), n), input_grad_rows(n));
+}
+
+std::int64_t Block::flops_per_sample() const {
+  return attn_.flops_per_sample() + mlp_.flops_per_sample();
+}
+
+}  // namespace trellis::nn

@@ -1,0 +1,274 @@
+#!/usr/bin/python3
+"""Convert text into Trellis "trellis.tokens" HDF5 files of byte-level tokens.
+
+    /usr/bin/python3 tools/text_to_tokens.py --src corpus.txt [--src more.txt.gz] \\
+        --out-dir data/austen [--val-fraction 0.1] [--shards K]
+
+writes train.h5 and val.h5 (or train-0000i-of-0000K.h5 and val-0000i-of-0000K.h5): /tokens
+uint16 [N] holding the bytes of the UTF-8 text (tokenizer "bytes", vocab_size 256), chunked,
+and the root attributes described in README.md ("Token data format"). The sources are concatenated in
+the order given; the LAST val-fraction of the bytes becomes the validation split, so the two
+splits never overlap. Each --src may be plain text, gzip (*.gz), or an R lazy-load database
+(*.rdb, e.g. the Jane Austen novels of Debian's r-cran-janeaustenr), whose character
+vectors are extracted as lines. Needs numpy and h5py (Debian: python3-numpy, python3-h5py).
+"""
+
+import argparse
+import bz2
+import gzip
+import lzma
+import os
+import sys
+import time
+import zlib
+
+import h5py
+import numpy as np
+
+FORMAT = "trellis.tokens"
+FORMAT_VERSION = 1
+VOCAB_SIZE = 256  # tokenizer "bytes": token = byte value
+SPLITS = ("train", "val")
+
+
+class ConversionError(Exception):
+    pass
+
+
+# ---- reading sources ---------------------------------------------------------------------
+
+class XdrReader:
+    """Big-endian reader over R's XDR serialization ("X\\n" format)."""
+
+    def __init__(self, blob, where):
+        self.blob, self.pos, self.where = blob, 0, where
+
+    def take(self, n):
+        if self.pos + n > len(self.blob):
+            raise ConversionError(f"{self.where}: R object truncated at byte {self.pos}")
+        part = self.blob[self.pos:self.pos + n]
+        self.pos += n
+        return part
+
+    def int(self):
+        return int.from_bytes(self.take(4), "big", signed=True)
+
+
+R_STRSXP, R_CHARSXP = 16, 9
+R_LATIN1 = 1 << 2  # CHARSXP encoding bits, in the "levels" above the 12 flag bits
+
+
+def r_character_lines(blob, where):
+    """The elements of a serialized R character vector as UTF-8 byte strings (NA -> b""),
+    or None when the object is something else."""
+    r = XdrReader(blob, where)
+    if r.take(2) != b"X\n":
+        raise ConversionError(f"{where}: not an R object in XDR serialization")
+    version = r.int()
+    r.int(), r.int()  # writer's and minimal reader's R versions
+    if version == 3:
+        r.take(r.int())  # the writer's native encoding
+    elif version != 2:
+        raise ConversionError(f"{where}: R serialization version {version}, expected 2 or 3")
+    if r.int() & 0xFF != R_STRSXP:
+        return None
+    length = r.int()
+    if length == -1:  # long vector: two more words
+        length = (r.int() << 32) + r.int()
+    lines = []
+    for _ in range(length):
+        flags = r.int()
+        if flags & 0xFF != R_CHARSXP:
+            raise ConversionError(f"{where}: element of type {flags & 0xFF} in a character vector")
+        n = r.int()
+        raw = b"" if n == -1 else r.take(n)
+        lines.append(raw.decode("latin-1").encode() if (flags >> 12) & R_LATIN1 else raw)
+    return lines
+
+
+def rdb_objects(data, path):
+    """Decompressed objects of an R lazy-load database, in file order. Each is a big-endian
+    uint32 length followed by zlib data (R's compression type 1), or by a type byte and
+    zlib ('Z'), bzip2 ('2'), xz ('X') or stored ('0') data (types 2 and 3)."""
+    pos = 0
+    while pos < len(data):
+        if pos + 5 > len(data):
+            raise ConversionError(f"{path}: truncated R lazy-load database at byte {pos}")
+        length = int.from_bytes(data[pos:pos + 4], "big")
+        kind, body = data[pos + 4:pos + 5], pos + 5
+        if kind == b"\x78":  # a zlib header: type 1, no type byte
+            kind, body = b"Z", pos + 4
+        if kind == b"0":
+            blob, rest = data[body:body + length], data[body + length:]
+        else:
+            makers = {b"Z": zlib.decompressobj, b"2": bz2.BZ2Decompressor,
+                      b"X": lzma.LZMADecompressor}
+            if kind not in makers:
+                raise ConversionError(f"{path}: not an R lazy-load database (byte {pos + 4} "
+                                      f"is {kind!r}, expected a compression type)")
+            decompressor = makers[kind]()
+            try:
+                blob = decompressor.decompress(data[body:])
+            except (zlib.error, OSError, lzma.LZMAError) as e:
+                raise ConversionError(f"{path}: object at byte {pos} does not decompress: {e}")
+            if not decompressor.eof:
+                raise ConversionError(f"{path}: object at byte {pos} is truncated")
+            rest = decompressor.unused_data
+        if len(blob) != length:
+            raise ConversionError(f"{path}: object at byte {pos} has {len(blob)} bytes, "
+                                  f"its header says {length}")
+        yield pos, blob
+        pos = len(data) - len(rest)
+
+
+def read_rdb_text(path):
+    """Every character vector of an R lazy-load database, one element per line."""
+    with open(path, "rb") as f:
+        data = f.read()
+    text = []
+    for pos, blob in rdb_objects(data, path):
+        lines = r_character_lines(blob, f"{path} (object at byte {pos})")
+        if lines is not None:
+            text.append(b"\n".join(lines) + b"\n")
+    if not text:
+        raise ConversionError(f"{path}: the R database holds no character vectors")
+    return b"".join(text)
+
+
+def read_source(path):
+    """The bytes of one source: plain text, gzip, or an R lazy-load database."""
+    if not os.path.isfile(path):
+        raise ConversionError(f"{path}: no such file")
+    try:
+        if path.endswith(".rdb"):
+            data = read_rdb_text(path)
+        else:
+            with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
+                data = f.read()
+    except (OSError, EOFError, zlib.error) as e:
+        raise ConversionError(f"{path}: cannot read: {e}") from e
+    if not data:
+        raise ConversionError(f"{path}: no text (the file is empty)")
+    return data
+
+
+def default_source(paths):
+    """Provenance for the attribute: file names, or the R package name of an .rdb."""
+    names = []
+    for path in paths:
+        parts = os.path.normpath(os.path.abspath(path)).split(os.sep)
+        if path.endswith(".rdb") and len(parts) >= 3 and parts[-2] == "data":
+            names.append(parts[-3])  # .../<package>/data/Rdata.rdb
+        else:
+            names.append(os.path.basename(path))
+    return ", ".join(names)
+
+
+# ---- writing -----------------------------------------------------------------------------
+
+def shard_name(stem, i, k):
+    return f"{stem}-{i:05d}-of-{k:05d}.h5"
+
+
+def write_file(path, tokens, attrs, chunk_tokens):
+    """Writes one file atomically: to path.tmp first, renamed once complete."""
+    tmp = path + ".tmp"
+    try:
+        with h5py.File(tmp, "w") as f:
+            f.create_dataset("tokens", data=tokens, dtype=np.uint16,
+                             chunks=(max(1, min(chunk_tokens, tokens.size)),))
+            for key, value in attrs.items():
+                f.attrs[key] = value
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def stale_outputs(out_dir, stem, keep):
+    """Earlier outputs of the same split that a glob like <stem>-*.h5 would also pick up."""
+    stale = []
+    for name in sorted(os.listdir(out_dir)):
+        is_ours = name == f"{stem}.h5" or (name.startswith(f"{stem}-") and name.endswith(".h5")
+                                          and "-of-" in name)
+        if is_ours and name not in keep:
+            stale.append(name)
+    return stale
+
+
+def split_bounds(n, val_fraction):
+    """(train, val) byte counts: the last floor(n * val_fraction) bytes are validation."""
+    n_val = int(n * val_fraction)
+    if n_val == 0 and val_fraction > 0:
+        raise ConversionError(f"the text has {n} bytes: too few for a validation split of "
+                              f"{val_fraction} (need at least {int(np.ceil(1 / val_fraction))})")
+    if n - n_val < 2:
+        raise ConversionError(f"the text has {n} bytes: too few to train on")
+    return n - n_val, n_val
+
+
+def convert(args):
+    started = time.perf_counter()
+    text = b"".join(read_source(path) for path in args.src)
+    n_train, n_val = split_bounds(len(text), args.val_fraction)
+    tokens = np.frombuffer(text, dtype=np.uint8)
+    source = args.source or default_source(args.src)
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    parts = {"train": tokens[:n_train], "val": tokens[n_train:]}
+    for split in SPLITS:
+        if split == "val" and n_val == 0:
+            continue
+        stream = parts[split]
+        attrs = {
+            "format": FORMAT,
+            "format_version": np.int32(FORMAT_VERSION),
+            "vocab_size": np.int32(VOCAB_SIZE),
+            "tokenizer": "bytes",
+            "split": split,
+            "source": f"{source} ({split}); converted by tools/text_to_tokens.py",
+        }
+        n = stream.size
+        k = args.shards
+        names = [f"{split}.h5"] if k == 1 else [shard_name(split, i, k) for i in range(k)]
+        bounds = [(i * n // k, (i + 1) * n // k) for i in range(k)]  # as write_token_shards
+        for name, (begin, end) in zip(names, bounds):
+            write_file(os.path.join(args.out_dir, name), stream[begin:end], attrs,
+                       args.chunk_tokens)
+            print(f"  {os.path.join(args.out_dir, name)}: {end - begin} tokens")
+        for name in stale_outputs(args.out_dir, split, set(names)):
+            print(f"warning: {os.path.join(args.out_dir, name)} is left from an earlier "
+                  f"conversion; remove it so that globs do not pick it up", file=sys.stderr)
+    print(f"{len(text)} bytes -> {n_train} train + {n_val} val tokens (vocab {VOCAB_SIZE}, "
+          f"bytes); {time.perf_counter() - started:.2f} s")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--src", action="append", required=True,
+                        help="text file (plain, .gz, or R lazy-load .rdb); repeat to concatenate")
+    parser.add_argument("--out-dir", required=True, help="where train*.h5 and val*.h5 go")
+    parser.add_argument("--val-fraction", type=float, default=0.1,
+                        help="the last fraction of the bytes that becomes val.h5 (0: none)")
+    parser.add_argument("--shards", type=int, default=1,
+                        help="split each split into K files <split>-0000i-of-0000K.h5")
+    parser.add_argument("--chunk-tokens", type=int, default=65536, help="tokens per HDF5 chunk")
+    parser.add_argument("--source", default="", help="provenance text (default: source names)")
+    args = parser.parse_args(argv)
+    if not 0 <= args.val_fraction < 1:
+        parser.error("--val-fraction must be in [0, 1)")
+    if args.shards < 1 or args.shards > 99999:
+        parser.error("--shards must be in [1, 99999]")
+    if args.chunk_tokens < 1:
+        parser.error("--chunk-tokens must be positive")
+    try:
+        convert(args)
+    except ConversionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3  # Trellis' exit code for bad input data
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
