@@ -57,7 +57,7 @@ void evaluate_weights_command(MPI_Comm world, const std::string& weights_path,
   run_agreed(comm.get(), log, [&] {
     model = build_model(config.model, data->shape(), batch, store, nullptr);
     store.finalize(config.train.seed);
-    load_weights(weights_path, store);
+    load_weights(weights_path, store, model->buffers());
   });
   nn::SoftmaxCrossEntropy loss(model->classes(), static_cast<int>(batch * model->rows_per_sample()));
   BatchBuffers buffers(batch, data->shape().feature_numel, data->shape().seq_len);

@@ -64,7 +64,7 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
   nn::ParameterStore store;
   auto model = build_model(config.model, shape, 1, store, nullptr);
   store.finalize(config.train.seed);
-  load_weights(options.weights, store);
+  load_weights(options.weights, store, model->buffers());
 
   std::vector<int> context;
   for (unsigned char c : options.prompt) context.push_back(c);

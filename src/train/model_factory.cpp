@@ -1,6 +1,7 @@
 #include "trellis/train/model_factory.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/nn/cnn.hpp"
 #include "trellis/nn/gpt.hpp"
 #include "trellis/nn/mlp.hpp"
 
@@ -31,6 +32,24 @@ std::unique_ptr<nn::Model> build_mlp(const ModelConfig& model, const DataShape& 
   return std::make_unique<nn::Mlp>(spec, store);
 }
 
+std::unique_ptr<nn::Model> build_cnn(const ModelConfig& model, const DataShape& data, std::int64_t capacity,
+                                     nn::ParameterStore& store, const MpiComm* dp) {
+  if (data.sample_shape.size() != 3)
+    throw ConfigError("config key model.type = cnn needs image samples [C, H, W], but the training set has " +
+                      shape_string(data.sample_shape));
+  nn::CnnSpec spec;
+  spec.channels = to_int(data.sample_shape[0], "image channels");
+  spec.height = to_int(data.sample_shape[1], "image height");
+  spec.width = to_int(data.sample_shape[2], "image width");
+  spec.classes = data.classes;
+  spec.widths = model.widths;
+  spec.blocks_per_stage = model.blocks;
+  spec.sync_bn = model.sync_bn && dp != nullptr;
+  spec.dp = dp;
+  spec.capacity = to_int(capacity, "batch");
+  return std::make_unique<nn::Cnn>(spec, store);
+}
+
 std::unique_ptr<nn::Model> build_gpt(const ModelConfig& model, const DataShape& data, std::int64_t capacity,
                                      nn::ParameterStore& store) {
   if (data.seq_len <= 0) throw ConfigError("config key model.type = gpt needs a token dataset (trellis.tokens)");
@@ -53,8 +72,9 @@ std::unique_ptr<nn::Model> build_gpt(const ModelConfig& model, const DataShape& 
 
 std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape& data,
                                        std::int64_t capacity, nn::ParameterStore& store,
-                                       const MpiComm* /*dp*/) {
+                                       const MpiComm* dp) {
   if (model.type == "mlp") return build_mlp(model, data, capacity, store);
+  if (model.type == "cnn") return build_cnn(model, data, capacity, store, dp);
   if (model.type == "gpt") return build_gpt(model, data, capacity, store);
   throw ConfigError("config key model.type = " + model.type + " is not available in this build");
 }

@@ -142,8 +142,13 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
   const float scale = 1.0f / static_cast<float>(part.global_samples * rows_per_sample);
   // loss sum, correct predictions, loss terms (targets), samples
   double sums[4] = {0.0, 0.0, static_cast<double>(part.samples * rows_per_sample), static_cast<double>(part.samples)};
+  // Every rank runs the same number of micro-batches, empty ones included (a partial last
+  // batch can leave a rank fewer samples, or none): layers that synchronise inside forward
+  // and backward (BatchNorm with model.sync_bn) need every rank in each collective.
   const std::int64_t micro = config_.train.micro_batch;
-  for (std::int64_t first = 0; first < part.samples; first += micro) {
+  const std::int64_t micro_batches = config_.accumulation_steps(dp.size());
+  for (std::int64_t k = 0; k < micro_batches; ++k) {
+    const std::int64_t first = std::min(k * micro, part.samples);
     const std::int64_t count = std::min(micro, part.samples - first);
     const int m = static_cast<int>(count);
     nn::StepContext ctx;
@@ -267,7 +272,7 @@ void Trainer::run() {
 
   run_agreed(grid_->world().get(), log_, [&] {
     if (grid_->rank() != 0) return;
-    save_weights(config_.run_dir + "/model.h5", store_, config_.raw.to_ini());
+    save_weights(config_.run_dir + "/model.h5", store_, model_->buffers(), config_.raw.to_ini());
     JsonLine summary;
     summary.add("steps", global_step_)
         .add("ranks", grid_->layout().world_size())

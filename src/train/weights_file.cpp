@@ -27,7 +27,7 @@ H5File open_for_reading(const std::string& path) {
 }  // namespace
 
 void save_weights(const std::string& path, const nn::ParameterStore& store,
-                  const std::string& config_ini) {
+                  const std::vector<nn::NamedBuffer>& buffers, const std::string& config_ini) {
   hdf5_quiet();
   const std::string tmp = path + ".tmp";
   {
@@ -46,6 +46,16 @@ void save_weights(const std::string& path, const nn::ParameterStore& store,
       auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), store.param(i));
       TRELLIS_H5(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
     }
+    H5Handle<H5Gclose> buffer_group(
+        TRELLIS_H5(H5Gcreate2(file.get(), "buffers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+    for (const auto& buffer : buffers) {
+      const hsize_t size = buffer.data.extent(0);
+      H5Space space(TRELLIS_H5(H5Screate_simple(1, &size, nullptr)));
+      H5Dataset dataset(TRELLIS_H5(H5Dcreate2(buffer_group.get(), buffer.name.c_str(), H5T_IEEE_F32LE,
+                                              space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+      auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), buffer.data);
+      TRELLIS_H5(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
+    }
     TRELLIS_H5(H5Fflush(file.get(), H5F_SCOPE_GLOBAL));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
@@ -59,27 +69,39 @@ std::string read_weights_config(const std::string& path) {
   return read_string_attribute(file.get(), "config");
 }
 
-void load_weights(const std::string& path, nn::ParameterStore& store) {
+namespace {
+
+// Reads /<dataset> of the expected shape into `target` (device or host), or throws InputError.
+template <class View>
+void read_float_dataset(hid_t file, const std::string& path, const std::string& dataset_name,
+                        const Shape& expected, const View& target) {
+  if (H5Lexists(file, dataset_name.substr(0, dataset_name.find('/')).c_str(), H5P_DEFAULT) <= 0 ||
+      H5Lexists(file, dataset_name.c_str(), H5P_DEFAULT) <= 0)
+    throw InputError(path + ": missing dataset '/" + dataset_name + "' (weights of another model?)");
+  H5Dataset dataset(TRELLIS_H5(H5Dopen2(file, dataset_name.c_str(), H5P_DEFAULT)));
+  H5Space space(TRELLIS_H5(H5Dget_space(dataset.get())));
+  const int rank = TRELLIS_H5(H5Sget_simple_extent_ndims(space.get()));
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  TRELLIS_H5(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
+  const Shape found(dims.begin(), dims.end());
+  if (found != expected)
+    throw InputError(path + ": dataset '/" + dataset_name + "': expected shape " + shape_string(expected) +
+                     ", found " + shape_string(found));
+  auto host = Kokkos::create_mirror_view(HostSpace(), target);
+  TRELLIS_H5(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
+  Kokkos::deep_copy(target, host);
+}
+
+}  // namespace
+
+void load_weights(const std::string& path, nn::ParameterStore& store,
+                  const std::vector<nn::NamedBuffer>& buffers) {
   H5File file = open_for_reading(path);
-  for (std::size_t i = 0; i < store.size(); ++i) {
-    const auto& info = store.info(i);
-    const std::string name = "params/" + info.name;
-    if (H5Lexists(file.get(), "params", H5P_DEFAULT) <= 0 ||
-        H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) <= 0)
-      throw InputError(path + ": missing parameter dataset '/" + name + "'");
-    H5Dataset dataset(TRELLIS_H5(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT)));
-    H5Space space(TRELLIS_H5(H5Dget_space(dataset.get())));
-    const int rank = TRELLIS_H5(H5Sget_simple_extent_ndims(space.get()));
-    std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
-    TRELLIS_H5(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
-    Shape found(dims.begin(), dims.end());
-    if (found != info.shape)
-      throw InputError(path + ": parameter '/" + name + "': expected shape " + shape_string(info.shape) +
-                       ", found " + shape_string(found));
-    auto host = Kokkos::create_mirror_view(HostSpace(), store.param(i));
-    TRELLIS_H5(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
-    Kokkos::deep_copy(store.param(i), host);
-  }
+  for (std::size_t i = 0; i < store.size(); ++i)
+    read_float_dataset(file.get(), path, "params/" + store.info(i).name, store.info(i).shape, store.param(i));
+  for (const auto& buffer : buffers)
+    read_float_dataset(file.get(), path, "buffers/" + buffer.name,
+                       Shape{static_cast<std::int64_t>(buffer.data.extent(0))}, buffer.data);
 }
 
 }  // namespace trellis

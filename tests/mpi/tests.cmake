@@ -2,3 +2,4 @@
 trellis_add_mpi_test(NAME data_mpi NP 1 2 4)
 trellis_add_mpi_test(NAME grid_mpi NP 1 2 4)
 trellis_add_mpi_test(NAME token_mpi NP 1 2 4)
+trellis_add_mpi_test(NAME batchnorm_mpi NP 1 2 4)

@@ -5,6 +5,8 @@
 #include "catch.hpp"
 
 #include "trellis/data/sampler.hpp"
+#include "trellis/nn/cnn.hpp"
+#include "trellis/nn/gpt.hpp"
 #include "trellis/kernels/random_fill.hpp"
 #include "trellis/nn/mlp.hpp"
 #include "trellis/nn/softmax_xent.hpp"
@@ -76,4 +78,80 @@ TEST_CASE("a warmed-up training step makes no heap allocation", "[perf][alloc]")
   for (std::int64_t s = 2; s < 6; ++s) step(s);
   counting = false;
   CHECK(allocations.load() == 0);
+}
+
+namespace {
+
+// Two warm-up steps, then counts allocations over four training steps and one eval forward.
+long allocations_in_steady_state(trellis::nn::Model& model, trellis::nn::ParameterStore& store,
+                                 const trellis::nn::ModelInput& input, trellis::kernels::ConstLabels targets,
+                                 int n) {
+  using namespace trellis;
+  nn::SoftmaxCrossEntropy loss(model.classes(), n * model.rows_per_sample());
+  OptimizerSpec ospec;
+  ospec.type = "adamw";
+  auto optimizer = make_optimizer(ospec, store.buffer_size(), store.decay_mask());
+  auto step = [&](std::int64_t s, bool training) {
+    store.zero_grads();
+    nn::StepContext ctx{7, s, 0, training};
+    ConstMatrix logits = model.forward(input, n, ctx);
+    loss.forward(logits, targets, n * model.rows_per_sample());
+    if (!training) return;
+    loss.backward(1.0f / n);
+    model.backward(loss.input_grad(), n);
+    optimizer->step(store.params(), store.grads(), 1e-3f);
+  };
+  step(0, true);
+  step(1, true);
+  step(2, false);
+  allocations = 0;
+  counting = true;
+  for (std::int64_t s = 3; s < 7; ++s) step(s, true);
+  step(7, false);
+  counting = false;
+  return allocations.load();
+}
+
+}  // namespace
+
+TEST_CASE("a warmed-up CNN step makes no heap allocation", "[perf][alloc]") {
+  using namespace trellis;
+  const int n = 8;
+  nn::ParameterStore store;
+  nn::CnnSpec spec;
+  spec.channels = 1;
+  spec.height = spec.width = 12;
+  spec.classes = 5;
+  spec.widths = {8, 16};
+  spec.capacity = n;
+  nn::Cnn model(spec, store);
+  store.finalize(3);
+  FloatView images("images", static_cast<std::size_t>(n * 144));
+  kernels::fill_uniform(images, -1.0f, 1.0f, 1, 2);
+  IntView labels("labels", static_cast<std::size_t>(n));
+  Kokkos::deep_copy(labels, 2);
+  nn::ModelInput input;
+  input.features = ConstMatrix(images.data(), n, 144);
+  CHECK(allocations_in_steady_state(model, store, input, labels, n) == 0);
+}
+
+TEST_CASE("a warmed-up GPT step makes no heap allocation", "[perf][alloc]") {
+  using namespace trellis;
+  const int n = 4, seq_len = 8;
+  nn::ParameterStore store;
+  nn::GptSpec spec;
+  spec.n_layer = 2;
+  spec.n_head = 2;
+  spec.d_model = 16;
+  spec.seq_len = seq_len;
+  spec.vocab = 11;
+  spec.dropout = 0.1f;
+  spec.capacity = n;
+  nn::Gpt model(spec, store);
+  store.finalize(3);
+  IntView tokens("tokens", static_cast<std::size_t>(n * seq_len));
+  Kokkos::deep_copy(tokens, 5);
+  nn::ModelInput input;
+  input.tokens = tokens;
+  CHECK(allocations_in_steady_state(model, store, input, tokens, n) == 0);
 }

@@ -17,8 +17,16 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace trellis::nn {
+
+// A named non-trainable buffer (BatchNorm running statistics): saved with the weights and
+// restored by name, like parameters, but never touched by the optimizer.
+struct NamedBuffer {
+  std::string name;      // "stem.bn.running_mean", "stage1.block1.bn1.running_var", ...
+  kernels::Vector data;  // [size], writable to restore
+};
 
 struct ModelInput {
   ConstMatrix features;         // [>= n, feature_dim] for classifiers; empty otherwise
@@ -42,6 +50,7 @@ class Model {
   // Forward + backward FLOPs per sample (matmul-dominated terms), for throughput and MFU.
   virtual std::int64_t flops_per_sample() const = 0;
   virtual std::string describe() const = 0;         // "mlp 784-256-128-10"
+  virtual std::vector<NamedBuffer> buffers() const { return {}; }
 };
 
 }  // namespace trellis::nn

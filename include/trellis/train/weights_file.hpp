@@ -1,11 +1,13 @@
 // Final model weights as HDF5 ("trellis.weights", version 1): one float32 dataset per
-// parameter, /params/<name>, in its logical shape, and the resolved configuration (INI text)
-// as the root attribute `config`, so `trellis eval` can rebuild the model from the file alone.
+// parameter, /params/<name>, in its logical shape, one per non-trainable model buffer (BatchNorm
+// running statistics), /buffers/<name>, and the resolved configuration (INI text) as the root
+// attribute `config`, so `trellis eval` can rebuild the model from the file alone.
 //
 // Written by one rank into "<path>.tmp" and renamed over <path>, so an interrupted write never
 // leaves a half-written file under the final name.
 #pragma once
 
+#include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
 #include <string>
@@ -13,13 +15,14 @@
 namespace trellis {
 
 void save_weights(const std::string& path, const nn::ParameterStore& store,
-                  const std::string& config_ini);
+                  const std::vector<nn::NamedBuffer>& buffers, const std::string& config_ini);
 
 // The `config` attribute of a weights file. Throws InputError naming the file.
 std::string read_weights_config(const std::string& path);
 
 // Loads every parameter of `store` (finalized) by name; throws InputError naming the file and
 // parameter when one is missing or has another shape.
-void load_weights(const std::string& path, nn::ParameterStore& store);
+void load_weights(const std::string& path, nn::ParameterStore& store,
+                  const std::vector<nn::NamedBuffer>& buffers);
 
 }  // namespace trellis

@@ -1,0 +1,57 @@
+// Batch normalisation kernels over NCHW rows: x [n, C*plane], plane = H*W, statistics per
+// channel c over all (i, p) of the call.
+//
+// The layer (nn/batchnorm.hpp) strings them together:
+//   forward (training):  batchnorm_sums(x) -> [all-reduce over ranks] -> batchnorm_batch_stats
+//                        -> batchnorm_normalize
+//   forward (eval):      batchnorm_running_stats -> batchnorm_normalize
+//   backward:            batchnorm_backward_sums -> batchnorm_param_grads (local sums)
+//                        -> [all-reduce] -> batchnorm_backward_input
+// Sums and statistics are double ([2C] buffers: first C entries one quantity, next C the
+// other); each channel is reduced by one thread in (i, p) order, so results are bitwise
+// reproducible. Elementwise passes run over every element.
+#pragma once
+
+#include "trellis/kernels/views.hpp"
+
+namespace trellis::kernels {
+
+using DoubleVector = Kokkos::View<double*, MemSpace, Unmanaged>;
+using ConstDoubleVector = Kokkos::View<const double*, MemSpace, Unmanaged>;
+
+// sums[c] = sum x[i, c, p],  sums[C + c] = sum x[i, c, p]^2.   sums: [>= 2C] (written)
+void batchnorm_sums(ConstMatrix x, int plane, DoubleVector sums);
+
+// From sums over `count` values per channel (count >= 2):
+//   mean = sums[c] / count,  var = sums[C + c] / count - mean^2 (biased, clamped at 0)
+//   stats[c] = mean,  stats[C + c] = 1 / sqrt(var + eps)
+//   running[c]     = (1 - momentum) running[c]     + momentum mean
+//   running[C + c] = (1 - momentum) running[C + c] + momentum var * count / (count - 1)
+// stats: [>= 2C], running: [2C] (mean, then var; PyTorch's unbiased running variance).
+void batchnorm_batch_stats(ConstDoubleVector sums, double count, float eps, float momentum,
+                           DoubleVector stats, Vector running);
+
+// Eval mode: stats[c] = running[c], stats[C + c] = 1 / sqrt(running[C + c] + eps).
+void batchnorm_running_stats(ConstVector running, float eps, DoubleVector stats);
+
+// y = (x - mean) * invstd * gamma + beta, per channel.   gamma, beta: [C]   y: [n, C*plane]
+void batchnorm_normalize(ConstMatrix x, int plane, ConstDoubleVector stats, ConstVector gamma,
+                         ConstVector beta, Matrix y);
+
+// With xhat = (x - mean) * invstd:
+//   sums[c] = sum dy[i, c, p],  sums[C + c] = sum dy[i, c, p] * xhat[i, c, p].   (written)
+void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, int plane, ConstDoubleVector stats,
+                             DoubleVector sums);
+
+// dbeta[c] += sums[c],  dgamma[c] += sums[C + c]   (parameter gradients accumulate)
+void batchnorm_param_grads(ConstDoubleVector sums, Vector dgamma, Vector dbeta);
+
+// Input gradient (=):
+//   training (batch statistics over `count` values per channel, sums over the same values):
+//     dx = gamma * invstd * (dy - sums[c] / count - xhat * sums[C + c] / count)
+//   eval (fixed running statistics): dx = gamma * invstd * dy   (sums, count unused)
+void batchnorm_backward_input(ConstMatrix x, ConstMatrix dy, int plane, ConstDoubleVector stats,
+                              ConstVector gamma, ConstDoubleVector sums, double count,
+                              bool training, Matrix dx);
+
+}  // namespace trellis::kernels

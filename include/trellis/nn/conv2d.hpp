@@ -1,0 +1,84 @@
+// Conv2d: 2-D cross-correlation with a square kernel, PyTorch's nn.Conv2d convention.
+//
+// Each sample is one NCHW image flattened into a row (kernels/conv.hpp):
+//   x  [n, C*H*W]                     in_features  = C*H*W
+//   W  "<name>.weight" [C', C, k, k]  (weight decay; viewed as the matrix [C', C*k*k])
+//   b  "<name>.bias"   [C']           (no decay; only when bias = true)
+//   y  [n, C'*H'*W']                  out_features = C'*H'*W',  H' = (H + 2p - k) / s + 1
+// Init (PyTorch's default): W, b ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = C*k*k
+// (kaiming_uniform with gain 1/sqrt(3)).
+//
+// forward, per image i:   cols_i = im2col(x_i)                 [C*k*k, H'*W']
+//                         y_i    = W cols_i (+ b per channel)  [C', H'*W']   one GEMM
+// backward, per image i:  dW    += dy_i cols_i^T               (cols recomputed from x)
+//                         db    += sum over i, pixels of dy    (parameter grads +=)
+//                         dcols  = W^T dy_i;  dx_i = col2im(dcols)   (input grad =)
+// im2col works on blocks of images into one workspace [block * C*k*k, H'*W'] allocated at
+// construction (block = as many images as fit Conv2dSpec::max_workspace_floats, default
+// kWorkspaceFloats, at least one, at most capacity); nothing is allocated per call. A 1x1,
+// stride-1, unpadded conv skips im2col and reads its input directly.
+//
+// Host and device builds run this im2col + GEMM path (device GEMMs through KokkosBlas/cuBLAS).
+// A cuDNN path (TRELLIS_ENABLE_CUDNN) is not implemented yet.
+#pragma once
+
+#include "trellis/kernels/conv.hpp"
+#include "trellis/nn/layer.hpp"
+#include "trellis/nn/parameter_store.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace trellis::nn {
+
+struct Conv2dSpec {
+  int in_channels = 0, out_channels = 0;
+  int kernel = 3, stride = 1, padding = 0;
+  int height = 0, width = 0;  // input image size
+  bool bias = true;
+  // Upper bound on the im2col workspace in floats; 0: Conv2d::kWorkspaceFloats.
+  std::int64_t max_workspace_floats = 0;
+};
+
+class Conv2d : public Layer {
+ public:
+  // Upper bound on the im2col workspace of one layer, in floats (4 MiB), unless one image
+  // alone needs more.
+  static constexpr std::int64_t kWorkspaceFloats = std::int64_t{1} << 20;
+
+  // Registers "<name>.weight" (and "<name>.bias") in `store` (before store.finalize()); the
+  // store must outlive the layer. Throws trellis::Error for a geometry that does not fit.
+  Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec& spec, int capacity);
+  Conv2d(ParameterStore& store, const std::string& name, int in_channels, int out_channels,
+         int kernel, int stride, int padding, int height, int width, int capacity,
+         bool bias = true);
+
+  void forward(ConstMatrix input, int n, const StepContext& ctx) override;
+  void backward(ConstMatrix output_grad, int n) override;
+  // 2 * MACs forward, twice that backward (dW and dx): 6 * C' * H'*W' * C*k*k; bias ignored.
+  std::int64_t flops_per_sample() const override;
+
+  const kernels::ConvGeometry& geometry() const { return geometry_; }
+  int out_channels() const { return out_channels_; }
+  int out_height() const { return geometry_.out_height(); }
+  int out_width() const { return geometry_.out_width(); }
+  int block() const { return block_; }  // images per im2col workspace fill
+  std::size_t weight_index() const { return weight_; }
+  std::optional<std::size_t> bias_index() const { return bias_; }
+
+ private:
+  // cols of images [first, first + count) of x, in the workspace (or x itself when pointwise).
+  ConstMatrix columns(const ConstMatrix& x, int first, int count) const;
+
+  ParameterStore* store_;
+  kernels::ConvGeometry geometry_;
+  int out_channels_;
+  std::size_t weight_;
+  std::optional<std::size_t> bias_;
+  int block_ = 1;
+  FloatView workspace_;  // [block * C*k*k * H'*W'] (empty when pointwise)
+};
+
+}  // namespace trellis::nn

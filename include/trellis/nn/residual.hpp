@@ -1,0 +1,62 @@
+// BasicBlock: the two-convolution residual block of ResNet-18/34 (He et al. 2016), as a Layer
+// composed of Conv2d, BatchNorm2d and ReLU layers plus an add.
+//
+//   x [n, C*H*W] -> y [n, C'*H'*W'],  H' = (H - 1) / s + 1 (3x3 convs, padding 1)
+//   main:      a = relu(bn1(conv1(x)))       conv1: 3x3, stride s, C -> C', no bias
+//              m = bn2(conv2(a))             conv2: 3x3, stride 1, C' -> C', no bias
+//   shortcut:  sc = x                                 when s == 1 and C == C' (identity)
+//              sc = bn_sc(conv_sc(x))                 otherwise (1x1 conv, stride s, no bias)
+//   y = relu(m + sc)   (the pre-activation sum is kept for backward)
+// Parameters "<name>.conv1.weight", "<name>.bn1.weight|bias", "<name>.conv2.weight",
+// "<name>.bn2.weight|bias" and, with a projection, "<name>.shortcut.conv.weight",
+// "<name>.shortcut.bn.weight|bias".
+// backward: ds = dy * [m + sc > 0]; ds flows back through bn2, conv2, relu, bn1, conv1 and
+// through the shortcut, and the two input gradients are added:
+//   dx = dx_main + (projection ? dx_shortcut : ds)     (=); parameter gradients +=.
+// The BatchNorms follow ctx.training and synchronise over `sync` when given (batchnorm.hpp).
+#pragma once
+
+#include "trellis/comm/mpi_comm.hpp"
+#include "trellis/nn/activation.hpp"
+#include "trellis/nn/batchnorm.hpp"
+#include "trellis/nn/conv2d.hpp"
+#include "trellis/nn/layer.hpp"
+#include "trellis/nn/parameter_store.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trellis::nn {
+
+class BasicBlock : public Layer {
+ public:
+  BasicBlock(ParameterStore& store, const std::string& name, int in_channels, int out_channels,
+             int stride, int height, int width, int capacity, const MpiComm* sync = nullptr);
+
+  void forward(ConstMatrix input, int n, const StepContext& ctx) override;
+  void backward(ConstMatrix output_grad, int n) override;
+  // Sum of the convolutions' FLOPs (BatchNorm, ReLU and the add are not counted).
+  std::int64_t flops_per_sample() const override;
+
+  bool has_projection() const { return shortcut_conv_ != nullptr; }
+  int out_channels() const { return conv2_->out_channels(); }
+  int out_height() const { return conv2_->out_height(); }
+  int out_width() const { return conv2_->out_width(); }
+  // The block's BatchNorms (for their running statistics), in forward order.
+  std::vector<const BatchNorm2d*> batchnorms() const;
+
+ private:
+  std::unique_ptr<Conv2d> conv1_;
+  std::unique_ptr<BatchNorm2d> bn1_;
+  std::unique_ptr<Relu> relu1_;
+  std::unique_ptr<Conv2d> conv2_;
+  std::unique_ptr<BatchNorm2d> bn2_;
+  std::unique_ptr<Conv2d> shortcut_conv_;     // null: identity shortcut
+  std::unique_ptr<BatchNorm2d> shortcut_bn_;  // null: identity shortcut
+  FloatView sum_;       // [capacity * out_features]: m + sc, the final ReLU's input
+  FloatView sum_grad_;  // [capacity * out_features]: ds
+};
+
+}  // namespace trellis::nn

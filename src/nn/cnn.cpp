@@ -1,0 +1,122 @@
+#include "trellis/nn/cnn.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/nn/activation.hpp"
+#include "trellis/nn/conv2d.hpp"
+#include "trellis/nn/linear.hpp"
+#include "trellis/nn/pool.hpp"
+#include "trellis/nn/residual.hpp"
+
+namespace trellis::nn {
+
+void validate(const CnnSpec& spec) {
+  if (spec.channels <= 0 || spec.height <= 0 || spec.width <= 0) {
+    throw ConfigError("cnn: input image [C, H, W] = [" + std::to_string(spec.channels) + ", " +
+                      std::to_string(spec.height) + ", " + std::to_string(spec.width) +
+                      "] must be positive");
+  }
+  if (spec.classes <= 0) throw ConfigError("cnn: classes must be positive");
+  if (spec.capacity <= 0) {
+    throw ConfigError("cnn: capacity (max images per call) must be positive");
+  }
+  if (spec.widths.empty()) {
+    throw ConfigError("model.widths: the cnn needs at least one stage width (e.g. 32,64,128)");
+  }
+  for (std::size_t i = 0; i < spec.widths.size(); ++i) {
+    if (spec.widths[i] <= 0) {
+      throw ConfigError("model.widths: stage " + std::to_string(i + 1) + " width is " +
+                        std::to_string(spec.widths[i]) + ", must be positive");
+    }
+  }
+  if (spec.blocks_per_stage <= 0) {
+    throw ConfigError("model.blocks: blocks per stage is " +
+                      std::to_string(spec.blocks_per_stage) + ", must be at least 1");
+  }
+}
+
+Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix) : spec_(spec) {
+  validate(spec);
+  const int cap = spec.capacity;
+  const MpiComm* sync = spec.sync_bn ? spec.dp : nullptr;
+  int channels = spec.widths.front(), height = spec.height, width = spec.width;
+
+  Conv2dSpec stem;
+  stem.in_channels = spec.channels;
+  stem.out_channels = channels;
+  stem.kernel = 3;
+  stem.stride = 1;
+  stem.padding = 1;
+  stem.height = height;
+  stem.width = width;
+  stem.bias = false;
+  layers_.push_back(std::make_unique<Conv2d>(store, prefix + "stem.conv", stem, cap));
+  auto bn = std::make_unique<BatchNorm2d>(store, prefix + "stem.bn", channels, height, width, cap,
+                                          0.1f, 1e-5f, sync);
+  batchnorms_.push_back(bn.get());
+  layers_.push_back(std::move(bn));
+  layers_.push_back(std::make_unique<Relu>(prefix + "stem.relu", channels * height * width, cap));
+
+  for (std::size_t s = 0; s < spec.widths.size(); ++s) {
+    for (int b = 0; b < spec.blocks_per_stage; ++b) {
+      const int stride = (s > 0 && b == 0) ? 2 : 1;
+      const std::string name =
+          prefix + "stage" + std::to_string(s + 1) + ".block" + std::to_string(b + 1);
+      auto block = std::make_unique<BasicBlock>(store, name, channels, spec.widths[s], stride,
+                                                height, width, cap, sync);
+      for (const BatchNorm2d* norm : block->batchnorms()) batchnorms_.push_back(norm);
+      channels = block->out_channels();
+      height = block->out_height();
+      width = block->out_width();
+      layers_.push_back(std::move(block));
+    }
+  }
+  layers_.push_back(std::make_unique<GlobalAvgPool>(prefix + "pool", channels, height, width, cap));
+  layers_.push_back(std::make_unique<Linear>(store, prefix + "head", channels, spec.classes, cap));
+}
+
+ConstMatrix Cnn::forward(ConstMatrix input, int n, const StepContext& ctx) {
+  ConstMatrix x = input;
+  for (auto& layer : layers_) {
+    layer->forward(x, n, ctx);
+    x = layer->output();  // [capacity, features]; the next layer reads rows [0, n)
+  }
+  return kernels::first_rows(x, n);
+}
+
+void Cnn::backward(ConstMatrix dlogits, int n) {
+  ConstMatrix dy = dlogits;
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+    (*it)->backward(dy, n);
+    dy = (*it)->input_grad();
+  }
+}
+
+ConstMatrix Cnn::input_grad() const { return layers_.front()->input_grad(); }
+
+std::int64_t Cnn::flops_per_sample() const {
+  std::int64_t total = 0;
+  for (const auto& layer : layers_) total += layer->flops_per_sample();
+  return total;
+}
+
+std::string Cnn::describe() const {
+  std::string text = "cnn ";
+  for (std::size_t i = 0; i < spec_.widths.size(); ++i) {
+    text += (i ? "-" : "") + std::to_string(spec_.widths[i]);
+  }
+  text += " x" + std::to_string(spec_.blocks_per_stage) + " (" + std::to_string(spec_.height) +
+          "x" + std::to_string(spec_.width) + "x" + std::to_string(spec_.channels) + ")";
+  if (spec_.sync_bn && spec_.dp != nullptr) text += " sync-bn";
+  return text;
+}
+
+std::vector<NamedBuffer> Cnn::buffers() const {
+  std::vector<NamedBuffer> all;
+  for (const BatchNorm2d* bn : batchnorms_) {
+    all.push_back({bn->name() + ".running_mean", bn->running_mean()});
+    all.push_back({bn->name() + ".running_var", bn->running_var()});
+  }
+  return all;
+}
+
+}  // namespace trellis::nn

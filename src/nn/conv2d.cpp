@@ -1,0 +1,165 @@
+#include "trellis/nn/conv2d.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/kernels/conv.hpp"
+#include "trellis/kernels/gemm.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace trellis::nn {
+
+namespace {
+
+kernels::ConvGeometry geometry_of(const Conv2dSpec& s) {
+  kernels::ConvGeometry g;
+  g.channels = s.in_channels;
+  g.height = s.height;
+  g.width = s.width;
+  g.kernel = s.kernel;
+  g.stride = s.stride;
+  g.padding = s.padding;
+  return g;
+}
+
+// Validates before the Layer base allocates anything; returns C*H*W.
+int checked_in_features(const std::string& name, const Conv2dSpec& s) {
+  geometry_of(s).validate("conv2d \"" + name + "\"");
+  if (s.out_channels <= 0) {
+    throw Error("conv2d \"" + name + "\": out_channels must be positive, got " +
+                std::to_string(s.out_channels));
+  }
+  return static_cast<int>(geometry_of(s).image_size());
+}
+
+// Validates too: the order in which the Layer base's arguments are evaluated is unspecified.
+int out_features_of(const std::string& name, const Conv2dSpec& s) {
+  checked_in_features(name, s);
+  const kernels::ConvGeometry g = geometry_of(s);
+  return s.out_channels * g.out_height() * g.out_width();
+}
+
+Conv2dSpec make_spec(int in_channels, int out_channels, int kernel, int stride, int padding,
+                     int height, int width, bool bias) {
+  Conv2dSpec s;
+  s.in_channels = in_channels;
+  s.out_channels = out_channels;
+  s.kernel = kernel;
+  s.stride = stride;
+  s.padding = padding;
+  s.height = height;
+  s.width = width;
+  s.bias = bias;
+  return s;
+}
+
+}  // namespace
+
+Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec& spec,
+               int capacity)
+    : Layer(name, checked_in_features(name, spec), out_features_of(name, spec), capacity),
+      store_(&store),
+      geometry_(geometry_of(spec)),
+      out_channels_(spec.out_channels) {
+  const std::int64_t fan_in = geometry_.col_rows();
+  const double gain = 1.0 / std::sqrt(3.0);  // PyTorch: kaiming_uniform_(a=sqrt(5)) => 1/sqrt(fan_in)
+  weight_ = store.add(name + ".weight",
+                      {spec.out_channels, spec.in_channels, spec.kernel, spec.kernel},
+                      InitSpec::kaiming_uniform(fan_in, gain), true);
+  if (spec.bias) {
+    bias_ = store.add(name + ".bias", {spec.out_channels}, InitSpec::kaiming_uniform(fan_in, gain),
+                      false);
+  }
+  if (!geometry_.is_pointwise()) {
+    const std::int64_t per_image = geometry_.col_rows() * geometry_.col_cols();
+    const std::int64_t limit =
+        spec.max_workspace_floats > 0 ? spec.max_workspace_floats : kWorkspaceFloats;
+    block_ = static_cast<int>(std::clamp<std::int64_t>(limit / per_image, 1, capacity));
+    workspace_ = FloatView("trellis::nn::" + name + ".im2col",
+                           static_cast<std::size_t>(block_ * per_image));
+  }
+}
+
+Conv2d::Conv2d(ParameterStore& store, const std::string& name, int in_channels,
+               int out_channels, int kernel, int stride, int padding, int height, int width,
+               int capacity, bool bias)
+    : Conv2d(store, name,
+             make_spec(in_channels, out_channels, kernel, stride, padding, height, width, bias),
+             capacity) {}
+
+ConstMatrix Conv2d::columns(const ConstMatrix& x, int first, int count) const {
+  const std::size_t rows = static_cast<std::size_t>(count * geometry_.col_rows());
+  const std::size_t cols = static_cast<std::size_t>(geometry_.col_cols());
+  const float* images = x.data() + static_cast<std::size_t>(first) * x.extent(1);
+  if (geometry_.is_pointwise()) return ConstMatrix(images, rows, cols);
+  const Matrix ws(workspace_.data(), rows, cols);
+  kernels::im2col(ConstMatrix(images, static_cast<std::size_t>(count), x.extent(1)), count,
+                  geometry_, ws);
+  return ws;
+}
+
+void Conv2d::forward(ConstMatrix input, int n, const StepContext&) {
+  // Parameters first: a store that is not finalized throws before the call is recorded.
+  const std::size_t cout = static_cast<std::size_t>(out_channels_);
+  const std::size_t ckk = static_cast<std::size_t>(geometry_.col_rows());
+  const std::size_t plane = static_cast<std::size_t>(geometry_.col_cols());
+  const ConstMatrix w(store_->param_vector(weight_).data(), cout, ckk);  // [C', C*k*k]
+  const ConstMatrix x = begin_forward(input, n);                         // [n, C*H*W]
+  const Matrix y = output_rows(n);                                       // [n, C'*H'*W']
+  for (int first = 0; first < n; first += block_) {
+    const int count = std::min(block_, n - first);
+    const ConstMatrix cols = columns(x, first, count);  // [count * C*k*k, H'*W']
+    for (int j = 0; j < count; ++j) {
+      const ConstMatrix cols_j(cols.data() + static_cast<std::size_t>(j) * ckk * plane, ckk, plane);
+      const Matrix y_j(y.data() + static_cast<std::size_t>(first + j) * cout * plane, cout, plane);
+      kernels::gemm(false, false, 1.0f, w, cols_j, 0.0f, y_j);  // [C', H'*W']
+    }
+  }
+  if (bias_) kernels::channel_bias_add(y, store_->param_vector(*bias_), static_cast<int>(plane));
+}
+
+void Conv2d::backward(ConstMatrix output_grad, int n) {
+  const ConstMatrix dy = begin_backward(output_grad, n);  // [n, C'*H'*W']
+  const ConstMatrix x = saved_input();                    // [n, C*H*W]
+  const std::size_t cout = static_cast<std::size_t>(out_channels_);
+  const std::size_t ckk = static_cast<std::size_t>(geometry_.col_rows());
+  const std::size_t plane = static_cast<std::size_t>(geometry_.col_cols());
+  const std::size_t image = static_cast<std::size_t>(geometry_.image_size());
+  const ConstMatrix w(store_->param_vector(weight_).data(), cout, ckk);  // [C', C*k*k]
+  const Matrix dw(store_->grad_vector(weight_).data(), cout, ckk);
+  const Matrix dx = input_grad_rows(n);  // [n, C*H*W]
+  if (bias_) {
+    kernels::channel_sum_accumulate(dy, store_->grad_vector(*bias_), static_cast<int>(plane));
+  }
+  for (int first = 0; first < n; first += block_) {
+    const int count = std::min(block_, n - first);
+    const ConstMatrix cols = columns(x, first, count);
+    for (int j = 0; j < count; ++j) {
+      const ConstMatrix dy_j(dy.data() + static_cast<std::size_t>(first + j) * cout * plane,
+                             cout, plane);
+      const ConstMatrix cols_j(cols.data() + static_cast<std::size_t>(j) * ckk * plane, ckk, plane);
+      kernels::gemm(false, true, 1.0f, dy_j, cols_j, 1.0f, dw);  // dW[C', C*k*k] += dy_j cols_j^T
+    }
+    // dcols_j = W^T dy_j [C*k*k, H'*W'], written over the cols (no longer needed), then col2im.
+    // Pointwise: dcols_j is dx_j itself.
+    float* dcols = geometry_.is_pointwise() ? dx.data() + static_cast<std::size_t>(first) * image
+                                            : workspace_.data();
+    for (int j = 0; j < count; ++j) {
+      const ConstMatrix dy_j(dy.data() + static_cast<std::size_t>(first + j) * cout * plane,
+                             cout, plane);
+      const Matrix dcols_j(dcols + static_cast<std::size_t>(j) * ckk * plane, ckk, plane);
+      kernels::gemm(true, false, 1.0f, w, dy_j, 0.0f, dcols_j);
+    }
+    if (!geometry_.is_pointwise()) {
+      kernels::col2im(ConstMatrix(workspace_.data(), count * ckk, plane), count, geometry_,
+                      Matrix(dx.data() + static_cast<std::size_t>(first) * image,
+                             static_cast<std::size_t>(count), image));
+    }
+  }
+}
+
+std::int64_t Conv2d::flops_per_sample() const {
+  return 6 * static_cast<std::int64_t>(out_channels_) * geometry_.col_cols() * geometry_.col_rows();
+}
+
+}  // namespace trellis::nn

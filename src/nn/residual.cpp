@@ -1,0 +1,120 @@
+#include "trellis/nn/residual.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/kernels/activation.hpp"
+#include "trellis/kernels/vector_ops.hpp"
+#include "trellis/kernels/views.hpp"
+
+namespace trellis::nn {
+
+namespace {
+
+Conv2dSpec conv_spec(int in, int out, int kernel, int stride, int padding, int height,
+                     int width) {
+  Conv2dSpec s;
+  s.in_channels = in;
+  s.out_channels = out;
+  s.kernel = kernel;
+  s.stride = stride;
+  s.padding = padding;
+  s.height = height;
+  s.width = width;
+  s.bias = false;  // a BatchNorm follows: its beta is the bias
+  return s;
+}
+
+// Validates before the Layer base allocates anything; returns C'*H'*W'.
+int block_out_features(const std::string& name, int in_channels, int out_channels, int stride,
+                       int height, int width) {
+  if (in_channels <= 0 || out_channels <= 0 || stride <= 0 || height <= 0 || width <= 0) {
+    throw Error("basic block \"" + name + "\": channels " + std::to_string(in_channels) +
+                " -> " + std::to_string(out_channels) + ", stride " + std::to_string(stride) +
+                ", image " + std::to_string(height) + "x" + std::to_string(width) +
+                " must all be positive");
+  }
+  return out_channels * ((height - 1) / stride + 1) * ((width - 1) / stride + 1);
+}
+
+}  // namespace
+
+BasicBlock::BasicBlock(ParameterStore& store, const std::string& name, int in_channels,
+                       int out_channels, int stride, int height, int width, int capacity,
+                       const MpiComm* sync)
+    : Layer(name, in_channels * height * width,
+            block_out_features(name, in_channels, out_channels, stride, height, width),
+            capacity) {
+  conv1_ = std::make_unique<Conv2d>(
+      store, name + ".conv1", conv_spec(in_channels, out_channels, 3, stride, 1, height, width),
+      capacity);
+  const int ho = conv1_->out_height(), wo = conv1_->out_width();
+  bn1_ = std::make_unique<BatchNorm2d>(store, name + ".bn1", out_channels, ho, wo, capacity,
+                                       0.1f, 1e-5f, sync);
+  relu1_ = std::make_unique<Relu>(name + ".relu1", out_features(), capacity);
+  conv2_ = std::make_unique<Conv2d>(
+      store, name + ".conv2", conv_spec(out_channels, out_channels, 3, 1, 1, ho, wo), capacity);
+  bn2_ = std::make_unique<BatchNorm2d>(store, name + ".bn2", out_channels, ho, wo, capacity,
+                                       0.1f, 1e-5f, sync);
+  if (stride != 1 || in_channels != out_channels) {
+    shortcut_conv_ = std::make_unique<Conv2d>(
+        store, name + ".shortcut.conv",
+        conv_spec(in_channels, out_channels, 1, stride, 0, height, width), capacity);
+    shortcut_bn_ = std::make_unique<BatchNorm2d>(store, name + ".shortcut.bn", out_channels, ho,
+                                                 wo, capacity, 0.1f, 1e-5f, sync);
+  }
+  const auto size = static_cast<std::size_t>(capacity) * static_cast<std::size_t>(out_features());
+  sum_ = FloatView("trellis::nn::" + name + ".sum", size);
+  sum_grad_ = FloatView("trellis::nn::" + name + ".sum_grad", size);
+}
+
+void BasicBlock::forward(ConstMatrix input, int n, const StepContext& ctx) {
+  const ConstMatrix x = begin_forward(input, n);
+  conv1_->forward(x, n, ctx);
+  bn1_->forward(conv1_->output(), n, ctx);
+  relu1_->forward(bn1_->output(), n, ctx);
+  conv2_->forward(relu1_->output(), n, ctx);
+  bn2_->forward(conv2_->output(), n, ctx);
+  ConstMatrix shortcut = x;
+  if (shortcut_conv_) {
+    shortcut_conv_->forward(x, n, ctx);
+    shortcut_bn_->forward(shortcut_conv_->output(), n, ctx);
+    shortcut = kernels::first_rows(shortcut_bn_->output(), n);
+  }
+  const Matrix sum = as_matrix(sum_, n, out_features());
+  kernels::copy(kernels::flat(kernels::first_rows(bn2_->output(), n)), kernels::flat(sum));
+  kernels::axpy(1.0f, kernels::flat(shortcut), kernels::flat(sum));
+  kernels::relu_forward(sum, output_rows(n));
+}
+
+void BasicBlock::backward(ConstMatrix output_grad, int n) {
+  const ConstMatrix dy = begin_backward(output_grad, n);
+  const Matrix ds = as_matrix(sum_grad_, n, out_features());
+  kernels::relu_backward(as_matrix(sum_, n, out_features()), dy, ds);
+  bn2_->backward(ds, n);
+  conv2_->backward(bn2_->input_grad(), n);
+  relu1_->backward(conv2_->input_grad(), n);
+  bn1_->backward(relu1_->input_grad(), n);
+  conv1_->backward(bn1_->input_grad(), n);
+  ConstMatrix shortcut_grad = ds;
+  if (shortcut_conv_) {
+    shortcut_bn_->backward(ds, n);
+    shortcut_conv_->backward(shortcut_bn_->input_grad(), n);
+    shortcut_grad = kernels::first_rows(shortcut_conv_->input_grad(), n);
+  }
+  const Matrix dx = input_grad_rows(n);
+  kernels::copy(kernels::flat(kernels::first_rows(conv1_->input_grad(), n)), kernels::flat(dx));
+  kernels::axpy(1.0f, kernels::flat(shortcut_grad), kernels::flat(dx));
+}
+
+std::int64_t BasicBlock::flops_per_sample() const {
+  std::int64_t total = conv1_->flops_per_sample() + conv2_->flops_per_sample();
+  if (shortcut_conv_) total += shortcut_conv_->flops_per_sample();
+  return total;
+}
+
+std::vector<const BatchNorm2d*> BasicBlock::batchnorms() const {
+  std::vector<const BatchNorm2d*> all{bn1_.get(), bn2_.get()};
+  if (shortcut_bn_) all.push_back(shortcut_bn_.get());
+  return all;
+}
+
+}  // namespace trellis::nn

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# CNN data-parallel equivalence: 20 steps at 1, 2 and 4 ranks with the same global batch give
+# the same loss at every step within 1e-5 relative. BatchNorm statistics are synchronised over
+# the data-parallel ranks (model.sync_bn), so each step normalises over the whole global batch
+# as the single-rank run does.
+source "$(dirname "$0")/common.sh"
+common=(train --config "$TRELLIS_SRC/inputs/fashion_cnn.ini" --data.train="$FASHION_DIR/train.h5"
+        --data.test= --model.widths=8,16 --train.max_steps=20 --train.global_batch=32
+        --log.interval=1 --sched.type=constant --optim.lr=0.05 --data.cache=none)
+trellis_run 1 "${common[@]}" --run.dir="$WORK/np1" > "$WORK/np1.log"
+trellis_run 2 "${common[@]}" --run.dir="$WORK/np2" > "$WORK/np2.log"
+trellis_run 4 "${common[@]}" --run.dir="$WORK/np4" > "$WORK/np4.log"
+/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 20 "$WORK/np1" "$WORK/np2" "$WORK/np4"
