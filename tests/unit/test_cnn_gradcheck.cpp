@@ -61,31 +61,15 @@ void check_gradient_two_step(const std::string& what, const FloatView& values,
   CHECK(retried <= static_cast<int>(values.size() / 4 + 2));
 }
 
-// Checks dL/dx and dL/dparam of one layer on n rows of x_host ([n, in_features]).
+// Checks dL/dx and dL/dparam of one layer on n rows of x_host ([n, in_features]), retrying
+// elements near ReLU/max kinks with a finer step (check_gradient_two_step).
 void gradcheck_layer(nn::Layer& layer, nn::ParameterStore& store, int n,
                      const std::vector<float>& x_host, const nn::StepContext& ctx,
                      Tolerance tol = {}) {
-  const int in = layer.in_features(), out = layer.out_features();
-  REQUIRE(x_host.size() == static_cast<std::size_t>(n * in));
-  FloatView x = to_device("x", x_host);
-  const std::vector<float> w = random_values(static_cast<std::size_t>(n * out), 77);
-  auto loss = [&] {
-    layer.forward(as_matrix(x, n, in), n, ctx);
-    return weighted_sum(first_rows(layer.output(), n), w);
-  };
-
-  store.zero_grads();
-  loss();
-  FloatView dy = to_device("dy", w);
-  layer.backward(as_matrix(dy, n, out), n);
-  const std::vector<float> dx = to_host(first_rows(layer.input_grad(), n));
-  std::vector<std::vector<float>> dparams;
-  for (std::size_t i = 0; i < store.size(); ++i) dparams.push_back(to_host(store.grad(i)));
-
-  check_gradient_two_step(layer.name() + ".input", x, dx, loss, tol);
-  for (std::size_t i = 0; i < store.size(); ++i) {
-    check_gradient_two_step(store.info(i).name, store.param(i), dparams[i], loss, tol);
-  }
+  trellis::test::gradcheck_layer_with(
+      layer, store, n, x_host, ctx,
+      [&tol](const std::string& what, const FloatView& values, const std::vector<float>& analytic,
+             const std::function<double()>& loss) { check_gradient_two_step(what, values, analytic, loss, tol); });
 }
 
 // Gives BatchNorm parameters values away from their (1, 0) init, so gamma != 1 is exercised.

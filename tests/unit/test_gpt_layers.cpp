@@ -27,6 +27,7 @@ using trellis::test::random_values;
 using trellis::test::to_device;
 using trellis::test::to_host;
 using trellis::test::weighted_sum;
+using trellis::test::gradcheck_layer;
 
 namespace {
 
@@ -39,31 +40,6 @@ void randomize_parameters(nn::ParameterStore& store, std::uint64_t stream) {
                       info.name.size() > 7 && info.name.substr(info.name.size() - 7) == ".weight";
     kernels::fill_uniform(store.param_vector(i), gain ? 0.5f : -0.5f, gain ? 1.5f : 0.5f, 99,
                           stream + i);
-  }
-}
-
-// Checks dL/dx and dL/dparam of one layer on n rows of x_host ([n, in_features]).
-void gradcheck_layer(nn::Layer& layer, nn::ParameterStore& store, int n,
-                     const std::vector<float>& x_host, const nn::StepContext& ctx,
-                     float eps = 1e-3f) {
-  const int in = layer.in_features(), out = layer.out_features();
-  FloatView x = to_device("x", x_host);
-  const std::vector<float> w = random_values(static_cast<std::size_t>(n * out), 77);
-  auto loss = [&] {
-    layer.forward(as_matrix(x, n, in), n, ctx);
-    return weighted_sum(first_rows(layer.output(), n), w);
-  };
-  store.zero_grads();
-  loss();
-  FloatView dy = to_device("dy", w);
-  layer.backward(as_matrix(dy, n, out), n);
-  const std::vector<float> dx = to_host(first_rows(layer.input_grad(), n));
-  std::vector<std::vector<float>> dparams;
-  for (std::size_t i = 0; i < store.size(); ++i) dparams.push_back(to_host(store.grad(i)));
-
-  check_gradient(layer.name() + ".input", x, dx, loss, eps);
-  for (std::size_t i = 0; i < store.size(); ++i) {
-    check_gradient(store.info(i).name, store.param(i), dparams[i], loss, eps);
   }
 }
 

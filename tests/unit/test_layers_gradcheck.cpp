@@ -19,33 +19,9 @@ using trellis::test::random_values;
 using trellis::test::to_device;
 using trellis::test::to_host;
 using trellis::test::weighted_sum;
+using trellis::test::gradcheck_layer;
 
 namespace {
-
-// Runs the check for one layer on n rows of input x_host ([n, in_features]).
-void gradcheck_layer(nn::Layer& layer, nn::ParameterStore& store, int n,
-                     const std::vector<float>& x_host, const nn::StepContext& ctx) {
-  const int in = layer.in_features(), out = layer.out_features();
-  FloatView x = to_device("x", x_host);
-  const std::vector<float> w = random_values(static_cast<std::size_t>(n * out), 77);
-  auto loss = [&] {
-    layer.forward(as_matrix(x, n, in), n, ctx);
-    return weighted_sum(first_rows(layer.output(), n), w);
-  };
-
-  store.zero_grads();
-  loss();
-  FloatView dy = to_device("dy", w);
-  layer.backward(as_matrix(dy, n, out), n);
-  const std::vector<float> dx = to_host(first_rows(layer.input_grad(), n));
-  std::vector<std::vector<float>> dparams;
-  for (std::size_t i = 0; i < store.size(); ++i) dparams.push_back(to_host(store.grad(i)));
-
-  check_gradient(layer.name() + ".input", x, dx, loss);
-  for (std::size_t i = 0; i < store.size(); ++i) {
-    check_gradient(store.info(i).name, store.param(i), dparams[i], loss);
-  }
-}
 
 // Inputs at least 0.1 away from 0, so no finite difference crosses ReLU's kink.
 std::vector<float> away_from_zero(std::vector<float> v) {

@@ -6,6 +6,9 @@
 
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/core/rng.hpp"
+#include "trellis/kernels/views.hpp"
+#include "trellis/nn/layer.hpp"
+#include "trellis/nn/parameter_store.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -92,6 +95,42 @@ double weighted_sum(const View& y, const std::vector<float>& w) {
   double s = 0.0;
   for (std::size_t i = 0; i < h.size(); ++i) s += static_cast<double>(w[i]) * h[i];
   return s;
+}
+
+// Finite-difference check of one layer on n rows of x_host ([n, in_features]) for the scalar
+// L = sum(w * output) with fixed random w: dL/dx and dL/dparam for every parameter in `store`.
+// `check(what, values, analytic, loss)` compares one tensor (check_gradient, or a variant).
+template <class Check>
+void gradcheck_layer_with(nn::Layer& layer, nn::ParameterStore& store, int n,
+                          const std::vector<float>& x_host, const nn::StepContext& ctx, Check check) {
+  const int in = layer.in_features(), out = layer.out_features();
+  REQUIRE(x_host.size() == static_cast<std::size_t>(n * in));
+  FloatView x = to_device("x", x_host);
+  const std::vector<float> w = random_values(static_cast<std::size_t>(n * out), 77);
+  auto loss = [&] {
+    layer.forward(as_matrix(x, n, in), n, ctx);
+    return weighted_sum(kernels::first_rows(layer.output(), n), w);
+  };
+  store.zero_grads();
+  loss();
+  FloatView dy = to_device("dy", w);
+  layer.backward(as_matrix(dy, n, out), n);
+  const std::vector<float> dx = to_host(kernels::first_rows(layer.input_grad(), n));
+  std::vector<std::vector<float>> dparams;
+  for (std::size_t i = 0; i < store.size(); ++i) dparams.push_back(to_host(store.grad(i)));
+
+  check(layer.name() + ".input", x, dx, loss);
+  for (std::size_t i = 0; i < store.size(); ++i) check(store.info(i).name, store.param(i), dparams[i], loss);
+}
+
+inline void gradcheck_layer(nn::Layer& layer, nn::ParameterStore& store, int n,
+                            const std::vector<float>& x_host, const nn::StepContext& ctx,
+                            float eps = 1e-3f) {
+  gradcheck_layer_with(layer, store, n, x_host, ctx,
+                       [eps](const std::string& what, const FloatView& values,
+                             const std::vector<float>& analytic, const std::function<double()>& loss) {
+                         check_gradient(what, values, analytic, loss, eps);
+                       });
 }
 
 }  // namespace trellis::test
