@@ -50,6 +50,7 @@ void evaluate_weights_command(MPI_Comm world, const std::string& weights_path,
   run_agreed(comm.get(), log, [&] {
     config = TrainConfig::from(RawConfig::parse_text(read_weights_config(weights_path),
                                                      "the config stored in " + weights_path, {}));
+    config.train.eval_max_samples = 0;  // the run's cap on periodic evaluations; eval reads all
   });
   run_agreed(comm.get(), log, [&] { data = open_eval_source(config, data_spec, comm, batch); });
   nn::ParameterStore store;

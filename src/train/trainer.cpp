@@ -278,6 +278,7 @@ void Trainer::run() {
         .add("ranks", grid_->layout().world_size())
         .add("wall_time_s", seconds)
         .add("samples_per_sec", throughput)
+        .add("tokens_per_sec", model_->takes_tokens() ? throughput * model_->rows_per_sample() : 0.0)
         .add("parameters", store_.num_elements())
         .add("flops_per_sample", model_->flops_per_sample());
     if (last_eval_) summary.add("test_loss", last_eval_->loss).add("test_accuracy", last_eval_->accuracy);
