@@ -18,7 +18,8 @@ const std::vector<ConfigKey>& config_schema() {
       {"model.type", "mlp", "network family: mlp | cnn | gpt"},
       {"model.hidden", "256,128", "hidden layer widths of the MLP, comma-separated"},
       {"model.activation", "relu", "activation: relu | gelu"},
-      {"model.dropout", "0", "dropout probability after each hidden activation, in [0, 1)"},
+      {"model.dropout", "0", "dropout probability in [0, 1): mlp after each hidden activation, gpt on "
+                                  "embeddings, attention weights and residual branches"},
       {"model.init", "kaiming", "weight initialisation of the MLP: kaiming | xavier"},
       {"model.widths", "32,64,128", "cnn: channels of each stage (stages after the first halve H and W)"},
       {"model.blocks", "1", "cnn: residual blocks per stage"},
