@@ -27,13 +27,38 @@ if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   endif()
 endif()
 
+# CUDA builds compile every .cpp as CUDA through Kokkos' nvcc_wrapper (CMAKE_CXX_COMPILER), as
+# Kokkos requires; Trellis has no .cu files, so the CUDA language is not enabled (it would only
+# demand a second, separately configured compiler). The toolkit gives the runtime and cuBLAS.
 if(TRELLIS_ENABLE_CUDA)
-  enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
+  add_library(trellis::cuda INTERFACE IMPORTED)
+  target_link_libraries(trellis::cuda INTERFACE CUDA::cudart CUDA::cublas)
 endif()
 if(TRELLIS_ENABLE_NCCL AND NOT TRELLIS_ENABLE_CUDA)
   message(FATAL_ERROR "TRELLIS_ENABLE_NCCL needs TRELLIS_ENABLE_CUDA=ON")
 endif()
 if(TRELLIS_ENABLE_CUDNN AND NOT TRELLIS_ENABLE_CUDA)
   message(FATAL_ERROR "TRELLIS_ENABLE_CUDNN needs TRELLIS_ENABLE_CUDA=ON")
+endif()
+# cuDNN ships no CMake package: find its header and library (CUDNN_ROOT, the CUDA toolkit, or
+# the system paths where the Debian/NVIDIA packages put them).
+if(TRELLIS_ENABLE_CUDNN)
+  find_path(TRELLIS_CUDNN_INCLUDE_DIR cudnn.h
+            HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_ROOT}
+                  ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include include/x86_64-linux-gnu)
+  find_library(TRELLIS_CUDNN_LIBRARY cudnn
+               HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_ROOT}
+                     ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu)
+  if(NOT TRELLIS_CUDNN_INCLUDE_DIR OR NOT TRELLIS_CUDNN_LIBRARY)
+    message(FATAL_ERROR "TRELLIS_ENABLE_CUDNN=ON but cuDNN was not found (cudnn.h: "
+                        "'${TRELLIS_CUDNN_INCLUDE_DIR}', libcudnn: '${TRELLIS_CUDNN_LIBRARY}'); "
+                        "set CUDNN_ROOT to the cuDNN install.")
+  endif()
+  add_library(trellis::cudnn INTERFACE IMPORTED)
+  target_include_directories(trellis::cudnn SYSTEM INTERFACE ${TRELLIS_CUDNN_INCLUDE_DIR})
+  target_link_libraries(trellis::cudnn INTERFACE ${TRELLIS_CUDNN_LIBRARY} trellis::cuda)
+  message(STATUS "cuDNN: ${TRELLIS_CUDNN_LIBRARY}")
 endif()

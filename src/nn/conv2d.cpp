@@ -70,13 +70,18 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec&
     bias_ = store.add(name + ".bias", {spec.out_channels}, InitSpec::kaiming_uniform(fan_in, gain),
                       false);
   }
+#if defined(TRELLIS_ENABLE_CUDNN)
+  cudnn_ = std::make_unique<kernels::CudnnConvolution>(geometry_, out_channels_, capacity);
+#endif
   if (!geometry_.is_pointwise()) {
     const std::int64_t per_image = geometry_.col_rows() * geometry_.col_cols();
     const std::int64_t limit =
         spec.max_workspace_floats > 0 ? spec.max_workspace_floats : kWorkspaceFloats;
     block_ = static_cast<int>(std::clamp<std::int64_t>(limit / per_image, 1, capacity));
+#if !defined(TRELLIS_ENABLE_CUDNN)  // cuDNN brings its own workspace
     workspace_ = FloatView("trellis::nn::" + name + ".im2col",
                            static_cast<std::size_t>(block_ * per_image));
+#endif
   }
 }
 
@@ -106,6 +111,13 @@ void Conv2d::forward(ConstMatrix input, int n, const StepContext&) {
   const ConstMatrix w(store_->param_vector(weight_).data(), cout, ckk);  // [C', C*k*k]
   const ConstMatrix x = begin_forward(input, n);                         // [n, C*H*W]
   const Matrix y = output_rows(n);                                       // [n, C'*H'*W']
+#if defined(TRELLIS_ENABLE_CUDNN)
+  if (cudnn_) {
+    if (n > 0) cudnn_->forward(x, n, store_->param_vector(weight_), y);
+    if (bias_) kernels::channel_bias_add(y, store_->param_vector(*bias_), static_cast<int>(plane));
+    return;
+  }
+#endif
   for (int first = 0; first < n; first += block_) {
     const int count = std::min(block_, n - first);
     const ConstMatrix cols = columns(x, first, count);  // [count * C*k*k, H'*W']
@@ -131,6 +143,14 @@ void Conv2d::backward(ConstMatrix output_grad, int n) {
   if (bias_) {
     kernels::channel_sum_accumulate(dy, store_->grad_vector(*bias_), static_cast<int>(plane));
   }
+#if defined(TRELLIS_ENABLE_CUDNN)
+  if (cudnn_) {
+    if (n > 0) {
+      cudnn_->backward(x, dy, n, store_->param_vector(weight_), store_->grad_vector(weight_), dx);
+    }
+    return;
+  }
+#endif
   for (int first = 0; first < n; first += block_) {
     const int count = std::min(block_, n - first);
     const ConstMatrix cols = columns(x, first, count);

@@ -22,6 +22,10 @@ std::atomic<bool> counting{false};
 std::atomic<long> allocations{0};
 }  // namespace
 
+// Host code only: nvcc (CUDA builds compile this file as CUDA) would otherwise also compile the
+// replacement for the device, where the CUDA headers declare their own operator new and
+// exceptions are not supported. __CUDA_ARCH__ is defined only in nvcc's device pass.
+#if !defined(__CUDA_ARCH__)
 void* operator new(std::size_t size) {
   if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
@@ -29,6 +33,7 @@ void* operator new(std::size_t size) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#endif
 
 TEST_CASE("a warmed-up training step makes no heap allocation", "[perf][alloc]") {
   using namespace trellis;

@@ -102,12 +102,16 @@ TEST_CASE("token files: missing, mistyped or misshapen /tokens", "[token]") {
       broken_file(dir, "none.h5", [](hid_t f) { TRELLIS_H5(H5Ldelete(f, "tokens", H5P_DEFAULT)); });
   expect_open_error(path, {path, "'/tokens' is missing"});
 
+  // A named array and plain locals: nvcc's front end mistranslates a structured binding over
+  // a braced list of these (H5T_* expand to comma expressions) when it regenerates host code.
   using Case = std::pair<hid_t, const char*>;
-  for (const auto& [type, name] :
-       {Case{H5T_STD_I32LE, "int32"}, Case{H5T_STD_U8LE, "uint8"}, Case{H5T_IEEE_F32LE, "float32"},
-        Case{H5T_STD_U64LE, "uint64"}}) {
+  const Case cases[] = {Case{H5T_STD_I32LE, "int32"}, Case{H5T_STD_U8LE, "uint8"},
+                        Case{H5T_IEEE_F32LE, "float32"}, Case{H5T_STD_U64LE, "uint64"}};
+  for (const Case& c : cases) {
+    const hid_t type = c.first;
+    const char* const name = c.second;
     path = broken_file(dir, std::string(name) + ".h5",
-                       [type = type](hid_t f) { replace_dataset(f, "tokens", type, {20}); });
+                       [type](hid_t f) { replace_dataset(f, "tokens", type, {20}); });
     expect_open_error(
         path, {path, "'/tokens'", "expected uint16 or uint32", std::string("found ") + name});
   }

@@ -18,16 +18,20 @@
 // kWorkspaceFloats, at least one, at most capacity); nothing is allocated per call. A 1x1,
 // stride-1, unpadded conv skips im2col and reads its input directly.
 //
-// Host and device builds run this im2col + GEMM path (device GEMMs through KokkosBlas/cuBLAS).
-// A cuDNN path (TRELLIS_ENABLE_CUDNN) is not implemented yet.
+// Host and device builds run this im2col + GEMM path (device GEMMs through KokkosBlas/cuBLAS),
+// except CUDA builds with TRELLIS_ENABLE_CUDNN, where forward and backward (dW, dx) go through
+// kernels::CudnnConvolution (deterministic FMA-math algorithms, workspace sized at
+// construction) and no im2col workspace is allocated; the bias steps are shared.
 #pragma once
 
 #include "trellis/kernels/conv.hpp"
+#include "trellis/kernels/conv_cudnn.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -79,6 +83,9 @@ class Conv2d : public Layer {
   std::optional<std::size_t> bias_;
   int block_ = 1;
   FloatView workspace_;  // [block * C*k*k * H'*W'] (empty when pointwise)
+#if defined(TRELLIS_ENABLE_CUDNN)
+  std::unique_ptr<kernels::CudnnConvolution> cudnn_;
+#endif
 };
 
 }  // namespace trellis::nn
