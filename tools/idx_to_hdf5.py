@@ -20,6 +20,9 @@ import time
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shard_files import shard_name, stale_outputs  # noqa: E402
+
 FORMAT = "trellis.samples"
 FORMAT_VERSION = 1
 IDX_UBYTE = 0x08  # idx element type code for unsigned bytes
@@ -108,21 +111,6 @@ def write_file(path, images, labels, attrs, chunk_rows):
         for key, value in attrs.items():
             f.attrs[key] = value
     os.replace(tmp, path)
-
-
-def shard_name(stem, i, k):
-    return f"{stem}-{i:05d}-of-{k:05d}.h5"
-
-
-def stale_outputs(out_dir, stem, keep):
-    """Earlier outputs of the same split that a glob like <stem>-*.h5 would also pick up."""
-    stale = []
-    for name in sorted(os.listdir(out_dir)):
-        is_ours = name == f"{stem}.h5" or (name.startswith(f"{stem}-") and name.endswith(".h5")
-                                          and "-of-" in name)
-        if is_ours and name not in keep:
-            stale.append(name)
-    return stale
 
 
 def convert(args):

@@ -25,6 +25,9 @@ import zlib
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shard_files import shard_name, stale_outputs  # noqa: E402
+
 FORMAT = "trellis.tokens"
 FORMAT_VERSION = 1
 VOCAB_SIZE = 256  # tokenizer "bytes": token = byte value
@@ -166,10 +169,6 @@ def default_source(paths):
 
 # ---- writing -----------------------------------------------------------------------------
 
-def shard_name(stem, i, k):
-    return f"{stem}-{i:05d}-of-{k:05d}.h5"
-
-
 def write_file(path, tokens, attrs, chunk_tokens):
     """Writes one file atomically: to path.tmp first, renamed once complete."""
     tmp = path + ".tmp"
@@ -184,17 +183,6 @@ def write_file(path, tokens, attrs, chunk_tokens):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
-
-
-def stale_outputs(out_dir, stem, keep):
-    """Earlier outputs of the same split that a glob like <stem>-*.h5 would also pick up."""
-    stale = []
-    for name in sorted(os.listdir(out_dir)):
-        is_ours = name == f"{stem}.h5" or (name.startswith(f"{stem}-") and name.endswith(".h5")
-                                          and "-of-" in name)
-        if is_ours and name not in keep:
-            stale.append(name)
-    return stale
 
 
 def split_bounds(n, val_fraction):
