@@ -3,7 +3,8 @@
 //   trellis train --config FILE [--section.key=value ...]
 //   trellis eval  --weights FILE --data FILE [--batch N]
 //   trellis info  [--config FILE] [--section.key=value ...]
-//   trellis generate --weights FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]
+//   trellis generate --weights FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
+//   [--seed S]
 //
 // Exit codes: 0 ok, 1 failure, 2 bad configuration or usage, 3 bad input data or weights.
 #include "trellis/comm/device_binding.hpp"
@@ -16,8 +17,8 @@
 #include "trellis/train/train_config.hpp"
 #include "trellis/train/trainer.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 #include <cstdio>
 #include <stdexcept>
@@ -33,7 +34,8 @@ const char* kUsage =
     "  train --config FILE [--section.key=value ...]   train a model (see `trellis train --help`)\n"
     "  eval  --weights FILE --data FILE [--batch N]     evaluate saved weights on a dataset\n"
     "  info  [--config FILE] [--section.key=value ...]  build, backends, ranks and devices\n"
-    "  generate --weights FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+    "  generate --weights FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed "
+    "S]\n"
     "                                                   sample text from a trained gpt\n";
 
 struct CommandLine {
@@ -56,7 +58,8 @@ CommandLine parse_command_line(int argc, char** argv) {
     cl.help = true;
     return cl;
   }
-  if (cl.command != "train" && cl.command != "eval" && cl.command != "info" && cl.command != "generate")
+  if (cl.command != "train" && cl.command != "eval" && cl.command != "info" &&
+      cl.command != "generate")
     throw ConfigError("unknown command '" + cl.command + "'\n" + kUsage);
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
@@ -66,30 +69,45 @@ CommandLine parse_command_line(int argc, char** argv) {
       return argv[++i];
     };
     auto is = [&](const std::string& name) { return arg == name || arg.rfind(name + "=", 0) == 0; };
-    if (arg == "--help" || arg == "-h") cl.help = true;
-    else if (is("--config")) cl.config_file = take_value("--config");
-    else if (cl.command == "eval" && is("--weights")) cl.weights = take_value("--weights");
-    else if (cl.command == "eval" && is("--data")) cl.data = take_value("--data");
-    else if (cl.command == "eval" && is("--batch")) cl.batch = std::stol(take_value("--batch"));
-    else if (cl.command == "eval") throw ConfigError("unknown eval option '" + arg + "'\n" + kUsage);
-    else if (cl.command == "generate" && is("--weights")) cl.generate.weights = take_value("--weights");
-    else if (cl.command == "generate" && is("--prompt")) cl.generate.prompt = take_value("--prompt");
-    else if (cl.command == "generate" && is("--tokens")) cl.generate.tokens = std::stol(take_value("--tokens"));
-    else if (cl.command == "generate" && is("--temperature")) cl.generate.temperature = std::stod(take_value("--temperature"));
-    else if (cl.command == "generate" && is("--top-k")) cl.generate.top_k = std::stoi(take_value("--top-k"));
-    else if (cl.command == "generate" && is("--seed")) cl.generate.seed = std::stoull(take_value("--seed"));
-    else if (cl.command == "generate") throw ConfigError("unknown generate option '" + arg + "'\n" + kUsage);
+    if (arg == "--help" || arg == "-h")
+      cl.help = true;
+    else if (is("--config"))
+      cl.config_file = take_value("--config");
+    else if (cl.command == "eval" && is("--weights"))
+      cl.weights = take_value("--weights");
+    else if (cl.command == "eval" && is("--data"))
+      cl.data = take_value("--data");
+    else if (cl.command == "eval" && is("--batch"))
+      cl.batch = std::stol(take_value("--batch"));
+    else if (cl.command == "eval")
+      throw ConfigError("unknown eval option '" + arg + "'\n" + kUsage);
+    else if (cl.command == "generate" && is("--weights"))
+      cl.generate.weights = take_value("--weights");
+    else if (cl.command == "generate" && is("--prompt"))
+      cl.generate.prompt = take_value("--prompt");
+    else if (cl.command == "generate" && is("--tokens"))
+      cl.generate.tokens = std::stol(take_value("--tokens"));
+    else if (cl.command == "generate" && is("--temperature"))
+      cl.generate.temperature = std::stod(take_value("--temperature"));
+    else if (cl.command == "generate" && is("--top-k"))
+      cl.generate.top_k = std::stoi(take_value("--top-k"));
+    else if (cl.command == "generate" && is("--seed"))
+      cl.generate.seed = std::stoull(take_value("--seed"));
+    else if (cl.command == "generate")
+      throw ConfigError("unknown generate option '" + arg + "'\n" + kUsage);
     else if (arg.rfind("--", 0) == 0 && arg.find('=') == std::string::npos && i + 1 < argc &&
              std::string(argv[i + 1]).rfind("--", 0) != 0)
       cl.overrides.push_back(arg + "=" + argv[++i]);
-    else cl.overrides.push_back(arg);
+    else
+      cl.overrides.push_back(arg);
   }
   if (cl.command == "eval" && !cl.help && (cl.weights.empty() || cl.data.empty()))
     throw ConfigError("eval needs --weights FILE and --data FILE\n" + std::string(kUsage));
   if (cl.command == "eval" && cl.batch < 1) throw ConfigError("eval --batch must be >= 1");
   if (cl.command == "generate" && !cl.help && cl.generate.weights.empty())
     throw ConfigError("generate needs --weights FILE\n" + std::string(kUsage));
-  if (cl.command == "generate" && (cl.generate.tokens < 0 || cl.generate.top_k < 0 || cl.generate.temperature < 0))
+  if (cl.command == "generate" &&
+      (cl.generate.tokens < 0 || cl.generate.top_k < 0 || cl.generate.temperature < 0))
     throw ConfigError("generate: --tokens, --top-k and --temperature must be >= 0");
   return cl;
 }
@@ -122,7 +140,8 @@ int run(int argc, char** argv, int rank) {
     try {
       cl = parse_command_line(argc, argv);
     } catch (const std::logic_error& e) {  // std::stol and friends on a malformed number
-      throw ConfigError(std::string("malformed numeric option value (") + e.what() + ")\n" + kUsage);
+      throw ConfigError(std::string("malformed numeric option value (") + e.what() + ")\n" +
+                        kUsage);
     }
   });
   if (cl.help) {
@@ -145,7 +164,8 @@ int run(int argc, char** argv, int rank) {
     return 0;
   }
   TrainConfig config;
-  run_agreed(MPI_COMM_WORLD, log, [&] { config = TrainConfig::from(RawConfig::parse(cl.config_file, cl.overrides)); });
+  run_agreed(MPI_COMM_WORLD, log,
+             [&] { config = TrainConfig::from(RawConfig::parse(cl.config_file, cl.overrides)); });
   if (cl.command == "info") {
     print_info(MPI_COMM_WORLD, config, node, log);
     return 0;

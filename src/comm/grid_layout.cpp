@@ -6,18 +6,24 @@ namespace trellis {
 
 const char* axis_name(Axis axis) {
   switch (axis) {
-    case Axis::tp: return "tp";
-    case Axis::dp: return "dp";
-    case Axis::pp: return "pp";
+    case Axis::tp:
+      return "tp";
+    case Axis::dp:
+      return "dp";
+    case Axis::pp:
+      return "pp";
   }
   return "?";
 }
 
 int GridCoords::along(Axis axis) const {
   switch (axis) {
-    case Axis::tp: return tp;
-    case Axis::dp: return dp;
-    case Axis::pp: return pp;
+    case Axis::tp:
+      return tp;
+    case Axis::dp:
+      return dp;
+    case Axis::pp:
+      return pp;
   }
   return 0;
 }
@@ -27,8 +33,8 @@ GridLayout GridLayout::from_world(int world_size, int tp, int pp) {
     throw ConfigError("config keys parallel.tp and parallel.pp must be >= 1 (got tp=" +
                       std::to_string(tp) + ", pp=" + std::to_string(pp) + ")");
   if (world_size % (tp * pp) != 0)
-    throw ConfigError("config keys parallel.tp=" + std::to_string(tp) + " x parallel.pp=" +
-                      std::to_string(pp) + " = " + std::to_string(tp * pp) +
+    throw ConfigError("config keys parallel.tp=" + std::to_string(tp) +
+                      " x parallel.pp=" + std::to_string(pp) + " = " + std::to_string(tp * pp) +
                       " do not divide the " + std::to_string(world_size) +
                       " ranks of this job; the world size must be a multiple of tp x pp");
   return GridLayout(world_size / (tp * pp), tp, pp);
@@ -36,9 +42,12 @@ GridLayout GridLayout::from_world(int world_size, int tp, int pp) {
 
 int GridLayout::size(Axis axis) const {
   switch (axis) {
-    case Axis::tp: return tp_;
-    case Axis::dp: return dp_;
-    case Axis::pp: return pp_;
+    case Axis::tp:
+      return tp_;
+    case Axis::dp:
+      return dp_;
+    case Axis::pp:
+      return pp_;
   }
   return 1;
 }
@@ -76,7 +85,8 @@ int GridLayout::group_id(Axis axis, int rank) const {
 }
 
 std::string GridLayout::describe() const {
-  return "dp=" + std::to_string(dp_) + " x tp=" + std::to_string(tp_) + " x pp=" + std::to_string(pp_);
+  return "dp=" + std::to_string(dp_) + " x tp=" + std::to_string(tp_) +
+         " x pp=" + std::to_string(pp_);
 }
 
 }  // namespace trellis

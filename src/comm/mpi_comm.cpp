@@ -9,7 +9,8 @@ namespace trellis {
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(code);
   return std::string(text, static_cast<std::size_t>(length));
 }
 

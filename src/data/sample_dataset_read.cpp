@@ -104,8 +104,10 @@ void SampleDataset::cache_in_memory() {
   // read_rows() fills the raw_* scratch at a slot: size it for all rows, read each shard as
   // one run into its global position, then keep the buffers as the cache.
   d.raw_labels.assign(std::max<std::size_t>(n, 1), 0);
-  if (u8) d.raw_u8.assign(std::max<std::size_t>(n, 1) * numel, 0);
-  else d.raw_f32.assign(std::max<std::size_t>(n, 1) * numel, 0.0f);
+  if (u8)
+    d.raw_u8.assign(std::max<std::size_t>(n, 1) * numel, 0);
+  else
+    d.raw_f32.assign(std::max<std::size_t>(n, 1) * numel, 0.0f);
   for (std::size_t s = 0; s < d.shards.size(); ++s) {
     const RowRun whole{0, d.shards[s].rows};
     if (whole.rows > 0 || d.tuning.collective_transfer)
@@ -141,8 +143,8 @@ void SampleDataset::read(const std::vector<std::int64_t>& global_indices, float*
         normalise_sample(d.cache_u8.data() + row * numel, out + p * numel, channels, d.channel_size,
                          d.channel_scale.data(), d.channel_shift.data());
       else
-        normalise_sample(d.cache_f32.data() + row * numel, out + p * numel, channels, d.channel_size,
-                         d.channel_scale.data(), d.channel_shift.data());
+        normalise_sample(d.cache_f32.data() + row * numel, out + p * numel, channels,
+                         d.channel_size, d.channel_scale.data(), d.channel_shift.data());
     }
     return;
   }

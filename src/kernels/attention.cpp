@@ -11,8 +11,8 @@ namespace trellis::kernels {
 
 namespace {
 
-void check_heads(const char* who, std::size_t rows, std::size_t cols, int col0, int d,
-                 int n_head, int seq_len, std::size_t heads_size) {
+void check_heads(const char* who, std::size_t rows, std::size_t cols, int col0, int d, int n_head,
+                 int seq_len, std::size_t heads_size) {
   const bool ok = d > 0 && n_head > 0 && seq_len > 0 && d % n_head == 0 && col0 >= 0 &&
                   static_cast<std::size_t>(col0 + d) <= cols &&
                   rows % static_cast<std::size_t>(seq_len) == 0 &&
@@ -40,8 +40,7 @@ void split_heads(ConstMatrix rows, int col0, int d, int n_head, int seq_len, Vec
   float* dst = heads.data();
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::attn::split_heads"),
-      Range(0, static_cast<std::int64_t>(rows.extent(0)) * H),
-      KOKKOS_LAMBDA(const std::int64_t u) {
+      Range(0, static_cast<std::int64_t>(rows.extent(0)) * H), KOKKOS_LAMBDA(const std::int64_t u) {
         const std::int64_t row = u / H, h = u % H;
         const std::int64_t b = row / T, t = row % T;
         const float* from = src + row * width + c0 + h * hd;
@@ -59,8 +58,7 @@ void merge_heads(ConstVector heads, int d, int n_head, int seq_len, Matrix rows,
   float* dst = rows.data();
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::attn::merge_heads"),
-      Range(0, static_cast<std::int64_t>(rows.extent(0)) * H),
-      KOKKOS_LAMBDA(const std::int64_t u) {
+      Range(0, static_cast<std::int64_t>(rows.extent(0)) * H), KOKKOS_LAMBDA(const std::int64_t u) {
         const std::int64_t row = u / H, h = u % H;
         const std::int64_t b = row / T, t = row % T;
         const float* from = src + ((b * H + h) * T + t) * hd;
@@ -69,8 +67,8 @@ void merge_heads(ConstVector heads, int d, int n_head, int seq_len, Matrix rows,
       });
 }
 
-void gemm_batched(bool trans_a, bool trans_b, float alpha, ConstMatrix a, ConstMatrix b,
-                  float beta, Matrix c, int batch) {
+void gemm_batched(bool trans_a, bool trans_b, float alpha, ConstMatrix a, ConstMatrix b, float beta,
+                  Matrix c, int batch) {
   const auto nb = static_cast<std::size_t>(batch);
   if (batch <= 0 || a.extent(0) % nb != 0 || b.extent(0) % nb != 0 || c.extent(0) % nb != 0) {
     throw Error("gemm_batched: stacks A " + extents_string(a) + ", B " + extents_string(b) +
@@ -87,12 +85,12 @@ void gemm_batched(bool trans_a, bool trans_b, float alpha, ConstMatrix a, ConstM
 
 void causal_softmax_forward(Matrix s) {
   const std::int64_t T = static_cast<std::int64_t>(s.extent(1));
-  TRELLIS_REQUIRE(T > 0 && s.extent(0) % s.extent(1) == 0,
-                  "causal_softmax_forward: scores " + extents_string(s) +
-                      " are no stack of square matrices");
+  TRELLIS_REQUIRE(
+      T > 0 && s.extent(0) % s.extent(1) == 0,
+      "causal_softmax_forward: scores " + extents_string(s) + " are no stack of square matrices");
   Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::attn::softmax_fwd"), Range(0, static_cast<std::int64_t>(s.extent(0))),
-      KOKKOS_LAMBDA(const std::int64_t r) {
+      TRELLIS_KERNEL_LABEL("trellis::attn::softmax_fwd"),
+      Range(0, static_cast<std::int64_t>(s.extent(0))), KOKKOS_LAMBDA(const std::int64_t r) {
         const std::int64_t t = r % T;  // query position: keys 0..t are visible
         float m = s(r, 0);
         for (std::int64_t j = 1; j <= t; ++j) m = s(r, j) > m ? s(r, j) : m;
@@ -113,14 +111,14 @@ void causal_dropout_apply(ConstMatrix in, Matrix out, const DropoutMask& mask) {
   TRELLIS_REQUIRE(mask.p >= 0.0f && mask.p < 1.0f,
                   "dropout probability must be in [0, 1), got " + std::to_string(mask.p));
   const std::int64_t T = static_cast<std::int64_t>(in.extent(1));
-  TRELLIS_REQUIRE(T > 0 && in.extent(0) % in.extent(1) == 0,
-                  "causal_dropout_apply: " + extents_string(in) +
-                      " is no stack of square matrices");
+  TRELLIS_REQUIRE(
+      T > 0 && in.extent(0) % in.extent(1) == 0,
+      "causal_dropout_apply: " + extents_string(in) + " is no stack of square matrices");
   const float keep_scale = 1.0f / (1.0f - mask.p);
   const auto cols = static_cast<std::uint64_t>(T);
   Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::attn::dropout"), Range(0, static_cast<std::int64_t>(in.extent(0))),
-      KOKKOS_LAMBDA(const std::int64_t r) {
+      TRELLIS_KERNEL_LABEL("trellis::attn::dropout"),
+      Range(0, static_cast<std::int64_t>(in.extent(0))), KOKKOS_LAMBDA(const std::int64_t r) {
         const std::int64_t t = r % T;
         const auto row = static_cast<std::uint64_t>(r);
         for (std::int64_t j = 0; j <= t; ++j) {
@@ -139,8 +137,8 @@ void causal_softmax_backward(ConstMatrix p, Matrix ds) {
                   "causal_softmax_backward: probabilities " + extents_string(p) +
                       " are no stack of square matrices");
   Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::attn::softmax_bwd"), Range(0, static_cast<std::int64_t>(p.extent(0))),
-      KOKKOS_LAMBDA(const std::int64_t r) {
+      TRELLIS_KERNEL_LABEL("trellis::attn::softmax_bwd"),
+      Range(0, static_cast<std::int64_t>(p.extent(0))), KOKKOS_LAMBDA(const std::int64_t r) {
         const std::int64_t t = r % T;
         float dot = 0.0f;
         for (std::int64_t j = 0; j <= t; ++j) dot += p(r, j) * ds(r, j);

@@ -13,8 +13,8 @@ namespace {
 // Number of channels C of x [n, C*plane]; throws unless plane divides the row.
 std::int64_t channels_of(const ConstMatrix& x, int plane, const char* kernel) {
   if (plane <= 0 || x.extent(1) % static_cast<std::size_t>(plane) != 0) {
-    throw Error(std::string(kernel) + ": rows " + extents_string(x) +
-                " are not whole planes of " + std::to_string(plane));
+    throw Error(std::string(kernel) + ": rows " + extents_string(x) + " are not whole planes of " +
+                std::to_string(plane));
   }
   return static_cast<std::int64_t>(x.extent(1)) / plane;
 }
@@ -35,20 +35,21 @@ void batchnorm_sums(ConstMatrix x, int plane, DoubleVector sums) {
   const float* xp = x.data();
   double* s = sums.data();
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0)), pl = plane;
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::batchnorm::sums"), Range(0, C),
-                       KOKKOS_LAMBDA(const std::int64_t c) {
-                         double sum = 0.0, sum_sq = 0.0;
-                         for (std::int64_t i = 0; i < n; ++i) {
-                           const float* src = xp + (i * C + c) * pl;
-                           for (std::int64_t q = 0; q < pl; ++q) {
-                             const double v = src[q];
-                             sum += v;
-                             sum_sq += v * v;
-                           }
-                         }
-                         s[c] = sum;
-                         s[C + c] = sum_sq;
-                       });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::batchnorm::sums"), Range(0, C),
+      KOKKOS_LAMBDA(const std::int64_t c) {
+        double sum = 0.0, sum_sq = 0.0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const float* src = xp + (i * C + c) * pl;
+          for (std::int64_t q = 0; q < pl; ++q) {
+            const double v = src[q];
+            sum += v;
+            sum_sq += v * v;
+          }
+        }
+        s[c] = sum;
+        s[C + c] = sum_sq;
+      });
 }
 
 void batchnorm_batch_stats(ConstDoubleVector sums, double count, float eps, float momentum,
@@ -62,17 +63,17 @@ void batchnorm_batch_stats(ConstDoubleVector sums, double count, float eps, floa
   double* st = stats.data();
   float* run = running.data();
   const double m = momentum, e = eps;
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::batchnorm::stats"), Range(0, C),
-                       KOKKOS_LAMBDA(const std::int64_t c) {
-                         const double mean = s[c] / count;
-                         double var = s[C + c] / count - mean * mean;
-                         if (var < 0.0) var = 0.0;
-                         st[c] = mean;
-                         st[C + c] = 1.0 / math::sqrt(var + e);
-                         run[c] = static_cast<float>((1.0 - m) * run[c] + m * mean);
-                         run[C + c] = static_cast<float>((1.0 - m) * run[C + c] +
-                                                         m * var * count / (count - 1.0));
-                       });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::batchnorm::stats"), Range(0, C),
+      KOKKOS_LAMBDA(const std::int64_t c) {
+        const double mean = s[c] / count;
+        double var = s[C + c] / count - mean * mean;
+        if (var < 0.0) var = 0.0;
+        st[c] = mean;
+        st[C + c] = 1.0 / math::sqrt(var + e);
+        run[c] = static_cast<float>((1.0 - m) * run[c] + m * mean);
+        run[C + c] = static_cast<float>((1.0 - m) * run[C + c] + m * var * count / (count - 1.0));
+      });
 }
 
 void batchnorm_running_stats(ConstVector running, float eps, DoubleVector stats) {
@@ -81,11 +82,12 @@ void batchnorm_running_stats(ConstVector running, float eps, DoubleVector stats)
   const float* run = running.data();
   double* st = stats.data();
   const double e = eps;
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::batchnorm::eval_stats"), Range(0, C),
-                       KOKKOS_LAMBDA(const std::int64_t c) {
-                         st[c] = run[c];
-                         st[C + c] = 1.0 / math::sqrt(static_cast<double>(run[C + c]) + e);
-                       });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::batchnorm::eval_stats"), Range(0, C),
+      KOKKOS_LAMBDA(const std::int64_t c) {
+        st[c] = run[c];
+        st[C + c] = 1.0 / math::sqrt(static_cast<double>(run[C + c]) + e);
+      });
 }
 
 void batchnorm_normalize(ConstMatrix x, int plane, ConstDoubleVector stats, ConstVector gamma,
@@ -103,16 +105,17 @@ void batchnorm_normalize(ConstMatrix x, int plane, ConstDoubleVector stats, Cons
   const std::int64_t pl = plane;
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   // Work item (i, c): one channel plane of one image, so no division per element.
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::batchnorm::fwd"), Range(0, n * C),
-                       KOKKOS_LAMBDA(const std::int64_t item) {
-                         const std::int64_t c = item % C;
-                         const float mean = static_cast<float>(st[c]);
-                         const float scale = static_cast<float>(st[C + c] * g[c]);
-                         const float shift = b[c];
-                         const float* src = xp + item * pl;
-                         float* dst = yp + item * pl;
-                         for (std::int64_t q = 0; q < pl; ++q) dst[q] = (src[q] - mean) * scale + shift;
-                       });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::batchnorm::fwd"), Range(0, n * C),
+      KOKKOS_LAMBDA(const std::int64_t item) {
+        const std::int64_t c = item % C;
+        const float mean = static_cast<float>(st[c]);
+        const float scale = static_cast<float>(st[C + c] * g[c]);
+        const float shift = b[c];
+        const float* src = xp + item * pl;
+        float* dst = yp + item * pl;
+        for (std::int64_t q = 0; q < pl; ++q) dst[q] = (src[q] - mean) * scale + shift;
+      });
 }
 
 void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, int plane, ConstDoubleVector stats,
@@ -126,21 +129,22 @@ void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, int plane, ConstDoub
   const double* st = stats.data();
   double* s = sums.data();
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0)), pl = plane;
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::batchnorm::bwd_sums"), Range(0, C),
-                       KOKKOS_LAMBDA(const std::int64_t c) {
-                         const double mean = st[c], invstd = st[C + c];
-                         double sum_dy = 0.0, sum_dy_xhat = 0.0;
-                         for (std::int64_t i = 0; i < n; ++i) {
-                           const std::int64_t base = (i * C + c) * pl;
-                           for (std::int64_t q = 0; q < pl; ++q) {
-                             const double d = dyp[base + q];
-                             sum_dy += d;
-                             sum_dy_xhat += d * (xp[base + q] - mean) * invstd;
-                           }
-                         }
-                         s[c] = sum_dy;
-                         s[C + c] = sum_dy_xhat;
-                       });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::batchnorm::bwd_sums"), Range(0, C),
+      KOKKOS_LAMBDA(const std::int64_t c) {
+        const double mean = st[c], invstd = st[C + c];
+        double sum_dy = 0.0, sum_dy_xhat = 0.0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::int64_t base = (i * C + c) * pl;
+          for (std::int64_t q = 0; q < pl; ++q) {
+            const double d = dyp[base + q];
+            sum_dy += d;
+            sum_dy_xhat += d * (xp[base + q] - mean) * invstd;
+          }
+        }
+        s[c] = sum_dy;
+        s[C + c] = sum_dy_xhat;
+      });
 }
 
 void batchnorm_param_grads(ConstDoubleVector sums, Vector dgamma, Vector dbeta) {
@@ -150,11 +154,12 @@ void batchnorm_param_grads(ConstDoubleVector sums, Vector dgamma, Vector dbeta) 
   const double* s = sums.data();
   float* dg = dgamma.data();
   float* db = dbeta.data();
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::batchnorm::param_grads"), Range(0, C),
-                       KOKKOS_LAMBDA(const std::int64_t c) {
-                         db[c] += static_cast<float>(s[c]);
-                         dg[c] += static_cast<float>(s[C + c]);
-                       });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::batchnorm::param_grads"), Range(0, C),
+      KOKKOS_LAMBDA(const std::int64_t c) {
+        db[c] += static_cast<float>(s[c]);
+        dg[c] += static_cast<float>(s[C + c]);
+      });
 }
 
 void batchnorm_backward_input(ConstMatrix x, ConstMatrix dy, int plane, ConstDoubleVector stats,
@@ -191,7 +196,8 @@ void batchnorm_backward_input(ConstMatrix x, ConstMatrix dy, int plane, ConstDou
           b = -a * invstd * s[C + c] * inv_count;
           d = -a * s[c] * inv_count;
         }
-        const float af = static_cast<float>(a), bf = static_cast<float>(b), df = static_cast<float>(d);
+        const float af = static_cast<float>(a), bf = static_cast<float>(b),
+                    df = static_cast<float>(d);
         const float mean = static_cast<float>(st[c]);
         const float* xsrc = xp + item * pl;
         const float* dysrc = dyp + item * pl;

@@ -127,9 +127,10 @@ void channel_bias_add(Matrix y, ConstVector bias, int plane) {
   float* yp = y.data();
   const float* b = bias.data();
   const std::int64_t channels = static_cast<std::int64_t>(bias.extent(0)), pl = plane;
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::conv::bias_fwd"),
-                       Range(0, static_cast<std::int64_t>(y.size())),
-                       KOKKOS_LAMBDA(const std::int64_t e) { yp[e] += b[(e / pl) % channels]; });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::conv::bias_fwd"),
+      Range(0, static_cast<std::int64_t>(y.size())),
+      KOKKOS_LAMBDA(const std::int64_t e) { yp[e] += b[(e / pl) % channels]; });
 }
 
 void channel_sum_accumulate(ConstMatrix dy, Vector grad, int plane) {
@@ -140,16 +141,16 @@ void channel_sum_accumulate(ConstMatrix dy, Vector grad, int plane) {
   float* gp = grad.data();
   const std::int64_t n = static_cast<std::int64_t>(dy.extent(0));
   const std::int64_t row = static_cast<std::int64_t>(dy.extent(1)), pl = plane;
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::conv::bias_bwd"),
-                       Range(0, static_cast<std::int64_t>(grad.extent(0))),
-                       KOKKOS_LAMBDA(const std::int64_t c) {
-                         double sum = 0.0;
-                         for (std::int64_t i = 0; i < n; ++i) {
-                           const float* src = d + i * row + c * pl;
-                           for (std::int64_t q = 0; q < pl; ++q) sum += src[q];
-                         }
-                         gp[c] += static_cast<float>(sum);
-                       });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::conv::bias_bwd"),
+      Range(0, static_cast<std::int64_t>(grad.extent(0))), KOKKOS_LAMBDA(const std::int64_t c) {
+        double sum = 0.0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const float* src = d + i * row + c * pl;
+          for (std::int64_t q = 0; q < pl; ++q) sum += src[q];
+        }
+        gp[c] += static_cast<float>(sum);
+      });
 }
 
 }  // namespace trellis::kernels

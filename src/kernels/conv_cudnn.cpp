@@ -13,12 +13,12 @@
 namespace trellis::kernels {
 
 // TRELLIS_CUDNN(call): throws trellis::Error naming the call and cuDNN's message on failure.
-#define TRELLIS_CUDNN(call)                                                             \
-  do {                                                                                  \
-    const cudnnStatus_t trellis_cudnn_rc_ = (call);                                     \
-    if (trellis_cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                      \
+#define TRELLIS_CUDNN(call)                                                                 \
+  do {                                                                                      \
+    const cudnnStatus_t trellis_cudnn_rc_ = (call);                                         \
+    if (trellis_cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                          \
       ::trellis::throw_call_failure("cuDNN", #call, cudnnGetErrorString(trellis_cudnn_rc_), \
-                                    __FILE__, __LINE__);                                \
+                                    __FILE__, __LINE__);                                    \
   } while (0)
 
 namespace {
@@ -94,8 +94,8 @@ struct CudnnConvolution::State {
   // Workspace the three algorithms need for the current batch.
   std::size_t workspace_bytes() const {
     std::size_t fwd = 0, bwd_data = 0, bwd_filter = 0;
-    TRELLIS_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(handle.h, x_desc.d, w_desc.d,
-                                                          conv_desc.d, y_desc.d, fwd_algo, &fwd));
+    TRELLIS_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(handle.h, x_desc.d, w_desc.d, conv_desc.d,
+                                                          y_desc.d, fwd_algo, &fwd));
     TRELLIS_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(
         handle.h, w_desc.d, y_desc.d, conv_desc.d, x_desc.d, bwd_data_algo, &bwd_data));
     TRELLIS_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(
@@ -106,15 +106,15 @@ struct CudnnConvolution::State {
   // Sets the descriptors for `batch` images and checks the workspace made for `capacity`
   // covers it (cuDNN's needs grow with the batch; this guards the exception).
   void prepare(int batch) {
-    TRELLIS_REQUIRE(batch > 0 && batch <= capacity,
-                    "cudnn conv: batch " + std::to_string(batch) + " outside [1, capacity " +
-                        std::to_string(capacity) + "]");
+    TRELLIS_REQUIRE(batch > 0 && batch <= capacity, "cudnn conv: batch " + std::to_string(batch) +
+                                                        " outside [1, capacity " +
+                                                        std::to_string(capacity) + "]");
     set_batch(batch);
     const std::size_t need = workspace_bytes();
-    TRELLIS_REQUIRE(need <= workspace.extent(0),
-                    "cudnn conv: batch " + std::to_string(batch) + " needs " +
-                        std::to_string(need) + " workspace bytes, have " +
-                        std::to_string(workspace.extent(0)));
+    TRELLIS_REQUIRE(need <= workspace.extent(0), "cudnn conv: batch " + std::to_string(batch) +
+                                                     " needs " + std::to_string(need) +
+                                                     " workspace bytes, have " +
+                                                     std::to_string(workspace.extent(0)));
   }
 };
 
@@ -138,9 +138,8 @@ CudnnConvolution::CudnnConvolution(const ConvGeometry& g, int out_channels, int 
   constexpr int kMaxAlgos = 16;
   int returned = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[kMaxAlgos];
-  TRELLIS_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(s.handle.h, s.x_desc.d, s.w_desc.d,
-                                                       s.conv_desc.d, s.y_desc.d, kMaxAlgos,
-                                                       &returned, fwd));
+  TRELLIS_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(
+      s.handle.h, s.x_desc.d, s.w_desc.d, s.conv_desc.d, s.y_desc.d, kMaxAlgos, &returned, fwd));
   s.fwd_algo = pick_algorithm<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
       fwd, returned, "the forward convolution " + g.describe());
   cudnnConvolutionBwdDataAlgoPerf_t bwd_data[kMaxAlgos];
@@ -151,9 +150,9 @@ CudnnConvolution::CudnnConvolution(const ConvGeometry& g, int out_channels, int 
       pick_algorithm<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
           bwd_data, returned, "the input gradient of " + g.describe());
   cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[kMaxAlgos];
-  TRELLIS_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-      s.handle.h, s.x_desc.d, s.y_desc.d, s.conv_desc.d, s.w_desc.d, kMaxAlgos, &returned,
-      bwd_filter));
+  TRELLIS_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(s.handle.h, s.x_desc.d, s.y_desc.d,
+                                                              s.conv_desc.d, s.w_desc.d, kMaxAlgos,
+                                                              &returned, bwd_filter));
   s.bwd_filter_algo =
       pick_algorithm<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
           bwd_filter, returned, "the weight gradient of " + g.describe());
@@ -183,8 +182,8 @@ void CudnnConvolution::backward(ConstMatrix x, ConstMatrix dy, int n, ConstVecto
       s.handle.h, &one, s.x_desc.d, x.data(), s.y_desc.d, dy.data(), s.conv_desc.d,
       s.bwd_filter_algo, s.workspace.data(), s.workspace.extent(0), &one, s.w_desc.d, dw.data()));
   TRELLIS_CUDNN(cudnnConvolutionBackwardData(
-      s.handle.h, &one, s.w_desc.d, w.data(), s.y_desc.d, dy.data(), s.conv_desc.d,
-      s.bwd_data_algo, s.workspace.data(), s.workspace.extent(0), &zero, s.x_desc.d, dx.data()));
+      s.handle.h, &one, s.w_desc.d, w.data(), s.y_desc.d, dy.data(), s.conv_desc.d, s.bwd_data_algo,
+      s.workspace.data(), s.workspace.extent(0), &zero, s.x_desc.d, dx.data()));
 }
 
 }  // namespace trellis::kernels

@@ -14,12 +14,12 @@ void dropout_apply(ConstMatrix in, Matrix out, const DropoutMask& mask) {
   const float keep_scale = 1.0f / (1.0f - mask.p);
   const float* ip = in.data();
   float* op = out.data();
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::dropout::apply"), Range(0, static_cast<std::int64_t>(in.size())),
-                       KOKKOS_LAMBDA(const std::int64_t i) {
-                         const std::uint64_t e = static_cast<std::uint64_t>(i);
-                         op[i] = dropout_keep(mask, e / cols, e % cols, cols) ? ip[i] * keep_scale
-                                                                              : 0.0f;
-                       });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::dropout::apply"),
+      Range(0, static_cast<std::int64_t>(in.size())), KOKKOS_LAMBDA(const std::int64_t i) {
+        const std::uint64_t e = static_cast<std::uint64_t>(i);
+        op[i] = dropout_keep(mask, e / cols, e % cols, cols) ? ip[i] * keep_scale : 0.0f;
+      });
 }
 
 }  // namespace trellis::kernels

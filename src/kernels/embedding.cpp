@@ -12,9 +12,9 @@ void embedding_forward(ConstLabels tokens, ConstMatrix weight, Matrix out,
   const std::int64_t rows = static_cast<std::int64_t>(out.extent(0));
   const std::int64_t d = static_cast<std::int64_t>(out.extent(1));
   const std::int64_t vocab = static_cast<std::int64_t>(weight.extent(0));
-  TRELLIS_REQUIRE(weight.extent(1) == out.extent(1),
-                  "embedding_forward: table " + extents_string(weight) + " for output " +
-                      extents_string(out));
+  TRELLIS_REQUIRE(
+      weight.extent(1) == out.extent(1),
+      "embedding_forward: table " + extents_string(weight) + " for output " + extents_string(out));
   TRELLIS_REQUIRE(tokens.extent(0) >= out.extent(0),
                   "embedding_forward: " + std::to_string(tokens.extent(0)) + " token ids for " +
                       std::to_string(rows) + " rows");
@@ -48,11 +48,11 @@ void embedding_backward(ConstLabels tokens, ConstMatrix dy, Matrix dweight) {
                   "embedding_backward: table gradient " + extents_string(dweight) +
                       " for output gradient " + extents_string(dy));
   TRELLIS_REQUIRE(tokens.extent(0) >= dy.extent(0),
-                  "embedding_backward: " + std::to_string(tokens.extent(0)) +
-                      " token ids for " + std::to_string(rows) + " rows");
+                  "embedding_backward: " + std::to_string(tokens.extent(0)) + " token ids for " +
+                      std::to_string(rows) + " rows");
   Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::embedding::bwd"), Range(0, static_cast<std::int64_t>(dy.extent(1))),
-      KOKKOS_LAMBDA(const std::int64_t j) {
+      TRELLIS_KERNEL_LABEL("trellis::embedding::bwd"),
+      Range(0, static_cast<std::int64_t>(dy.extent(1))), KOKKOS_LAMBDA(const std::int64_t j) {
         for (std::int64_t r = 0; r < rows; ++r) {
           const std::int64_t id = tokens(r);
           if (id >= 0 && id < vocab) dweight(id, j) += dy(r, j);
@@ -62,32 +62,33 @@ void embedding_backward(ConstLabels tokens, ConstMatrix dy, Matrix dweight) {
 
 void position_add(ConstMatrix x, ConstMatrix pos, Matrix y) {
   require_same_shape(x, y, "position_add");
-  TRELLIS_REQUIRE(pos.extent(1) == x.extent(1) && pos.extent(0) > 0,
-                  "position_add: positions " + extents_string(pos) + " for rows " +
-                      extents_string(x));
+  TRELLIS_REQUIRE(
+      pos.extent(1) == x.extent(1) && pos.extent(0) > 0,
+      "position_add: positions " + extents_string(pos) + " for rows " + extents_string(x));
   const std::int64_t span = static_cast<std::int64_t>(pos.size());  // T * d
   const float* xp = x.data();
   const float* pp = pos.data();
   float* yp = y.data();
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::position::fwd"),
-                       Range(0, static_cast<std::int64_t>(x.size())),
-                       KOKKOS_LAMBDA(const std::int64_t i) { yp[i] = xp[i] + pp[i % span]; });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::position::fwd"), Range(0, static_cast<std::int64_t>(x.size())),
+      KOKKOS_LAMBDA(const std::int64_t i) { yp[i] = xp[i] + pp[i % span]; });
 }
 
 void position_backward(ConstMatrix dy, Matrix dpos) {
   TRELLIS_REQUIRE(dpos.extent(1) == dy.extent(1) && dpos.extent(0) > 0,
-                  "position_backward: position gradient " + extents_string(dpos) +
-                      " for rows " + extents_string(dy));
+                  "position_backward: position gradient " + extents_string(dpos) + " for rows " +
+                      extents_string(dy));
   const std::int64_t span = static_cast<std::int64_t>(dpos.size());  // T * d
   const std::int64_t total = static_cast<std::int64_t>(dy.size());
   const float* dyp = dy.data();
   float* dpp = dpos.data();
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::position::bwd"), Range(0, span),
-                       KOKKOS_LAMBDA(const std::int64_t e) {
-                         float sum = 0.0f;
-                         for (std::int64_t i = e; i < total; i += span) sum += dyp[i];
-                         dpp[e] += sum;
-                       });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::position::bwd"), Range(0, span),
+      KOKKOS_LAMBDA(const std::int64_t e) {
+        float sum = 0.0f;
+        for (std::int64_t i = e; i < total; i += span) sum += dyp[i];
+        dpp[e] += sum;
+      });
 }
 
 }  // namespace trellis::kernels

@@ -13,8 +13,7 @@
 // KokkosKernels' host TPL layer calls itself.
 extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
                        const int* k, const float* alpha, const float* a, const int* lda,
-                       const float* b, const int* ldb, const float* beta, float* c,
-                       const int* ldc);
+                       const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
 
 namespace trellis::kernels {
 

@@ -31,8 +31,8 @@ void layernorm_forward(ConstMatrix x, ConstVector gamma, ConstVector beta, float
   const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
   const float inv_d = 1.0f / static_cast<float>(d);
   Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::layernorm::fwd"), Range(0, static_cast<std::int64_t>(x.extent(0))),
-      KOKKOS_LAMBDA(const std::int64_t r) {
+      TRELLIS_KERNEL_LABEL("trellis::layernorm::fwd"),
+      Range(0, static_cast<std::int64_t>(x.extent(0))), KOKKOS_LAMBDA(const std::int64_t r) {
         float sum = 0.0f;
         for (std::int64_t j = 0; j < d; ++j) sum += x(r, j);
         const float mu = sum * inv_d;

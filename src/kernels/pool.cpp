@@ -14,9 +14,8 @@ void require_pool_shapes(const ConstMatrix& x, const ConstMatrix& y, const PoolG
   const bool geometry_ok = g.channels > 0 && g.height > 0 && g.width > 0 && g.kernel > 0 &&
                            g.stride > 0 && g.kernel <= g.height && g.kernel <= g.width;
   const std::size_t in = static_cast<std::size_t>(g.channels) * g.height * g.width;
-  const std::size_t out = geometry_ok ? static_cast<std::size_t>(g.channels) * g.out_height() *
-                                            g.out_width()
-                                      : 0;
+  const std::size_t out =
+      geometry_ok ? static_cast<std::size_t>(g.channels) * g.out_height() * g.out_width() : 0;
   if (!geometry_ok || x.extent(1) != in || y.extent(1) != out || x.extent(0) != y.extent(0)) {
     throw Error(std::string(kernel) + ": input " + extents_string(x) + ", output " +
                 extents_string(y) + " do not fit [C, H, W] = [" + std::to_string(g.channels) +
@@ -29,9 +28,9 @@ void require_pool_shapes(const ConstMatrix& x, const ConstMatrix& y, const PoolG
 
 void maxpool_forward(ConstMatrix x, const PoolGeometry& g, Matrix y, IntVector argmax) {
   require_pool_shapes(x, y, g, "maxpool_forward");
-  TRELLIS_REQUIRE(argmax.extent(0) >= y.size(), "maxpool_forward: argmax " +
-                                                    extents_string(argmax) + " for output " +
-                                                    extents_string(y));
+  TRELLIS_REQUIRE(
+      argmax.extent(0) >= y.size(),
+      "maxpool_forward: argmax " + extents_string(argmax) + " for output " + extents_string(y));
   const float* xp = x.data();
   float* yp = y.data();
   std::int32_t* ap = argmax.data();
@@ -61,9 +60,9 @@ void maxpool_forward(ConstMatrix x, const PoolGeometry& g, Matrix y, IntVector a
 
 void maxpool_backward(ConstMatrix dy, ConstIntVector argmax, const PoolGeometry& g, Matrix dx) {
   require_pool_shapes(dx, dy, g, "maxpool_backward");
-  TRELLIS_REQUIRE(argmax.extent(0) >= dy.size(), "maxpool_backward: argmax " +
-                                                     extents_string(argmax) + " for output " +
-                                                     extents_string(dy));
+  TRELLIS_REQUIRE(
+      argmax.extent(0) >= dy.size(),
+      "maxpool_backward: argmax " + extents_string(argmax) + " for output " + extents_string(dy));
   const float* dyp = dy.data();
   const std::int32_t* ap = argmax.data();
   float* dxp = dx.data();
@@ -97,28 +96,28 @@ void global_avgpool_forward(ConstMatrix x, int plane, Matrix y) {
   float* yp = y.data();
   const std::int64_t pl = plane;
   const float inv = 1.0f / static_cast<float>(plane);
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::avgpool::fwd"),
-                       Range(0, static_cast<std::int64_t>(y.size())),
-                       KOKKOS_LAMBDA(const std::int64_t e) {
-                         const float* src = xp + e * pl;
-                         float sum = 0.0f;
-                         for (std::int64_t q = 0; q < pl; ++q) sum += src[q];
-                         yp[e] = sum * inv;
-                       });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::avgpool::fwd"), Range(0, static_cast<std::int64_t>(y.size())),
+      KOKKOS_LAMBDA(const std::int64_t e) {
+        const float* src = xp + e * pl;
+        float sum = 0.0f;
+        for (std::int64_t q = 0; q < pl; ++q) sum += src[q];
+        yp[e] = sum * inv;
+      });
 }
 
 void global_avgpool_backward(ConstMatrix dy, int plane, Matrix dx) {
   TRELLIS_REQUIRE(plane > 0 && dx.extent(0) == dy.extent(0) &&
                       dx.extent(1) == dy.extent(1) * static_cast<std::size_t>(plane),
-                  "global_avgpool_backward: output grad " + extents_string(dy) +
-                      ", input grad " + extents_string(dx) + ", plane " + std::to_string(plane));
+                  "global_avgpool_backward: output grad " + extents_string(dy) + ", input grad " +
+                      extents_string(dx) + ", plane " + std::to_string(plane));
   const float* dyp = dy.data();
   float* dxp = dx.data();
   const std::int64_t pl = plane;
   const float inv = 1.0f / static_cast<float>(plane);
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::avgpool::bwd"),
-                       Range(0, static_cast<std::int64_t>(dx.size())),
-                       KOKKOS_LAMBDA(const std::int64_t e) { dxp[e] = dyp[e / pl] * inv; });
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::avgpool::bwd"), Range(0, static_cast<std::int64_t>(dx.size())),
+      KOKKOS_LAMBDA(const std::int64_t e) { dxp[e] = dyp[e / pl] * inv; });
 }
 
 }  // namespace trellis::kernels

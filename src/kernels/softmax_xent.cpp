@@ -14,8 +14,8 @@ namespace {
 
 void check_labels_extent(const ConstMatrix& logits, const ConstLabels& labels, const char* who) {
   if (labels.extent(0) < logits.extent(0)) {
-    throw Error(std::string(who) + ": " + std::to_string(labels.extent(0)) +
-                " labels for " + std::to_string(logits.extent(0)) + " rows of logits");
+    throw Error(std::string(who) + ": " + std::to_string(labels.extent(0)) + " labels for " +
+                std::to_string(logits.extent(0)) + " rows of logits");
   }
 }
 
@@ -60,21 +60,20 @@ XentResult softmax_xent_forward(ConstMatrix logits, ConstLabels labels) {
     Kokkos::View<std::int32_t, HostSpace> host_value(&value);
     Kokkos::deep_copy(host_value, Kokkos::subview(labels, first_bad_row));
     throw InputError("softmax cross-entropy: label " + std::to_string(value) + " at row " +
-                     std::to_string(first_bad_row) + " is outside [0, " +
-                     std::to_string(classes) + ")");
+                     std::to_string(first_bad_row) + " is outside [0, " + std::to_string(classes) +
+                     ")");
   }
   return XentResult{loss_sum, correct};
 }
 
-void softmax_xent_backward(ConstMatrix logits, ConstLabels labels, float scale,
-                           Matrix dlogits) {
+void softmax_xent_backward(ConstMatrix logits, ConstLabels labels, float scale, Matrix dlogits) {
   require_same_shape(logits, dlogits, "softmax_xent_backward");
   check_labels_extent(logits, labels, "softmax_xent_backward");
   const std::int32_t classes = static_cast<std::int32_t>(logits.extent(1));
   TRELLIS_REQUIRE(classes > 0 || logits.extent(0) == 0, "softmax_xent_backward: 0 classes");
   Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::xent::bwd"), Range(0, static_cast<std::int64_t>(logits.extent(0))),
-      KOKKOS_LAMBDA(const std::int64_t r) {
+      TRELLIS_KERNEL_LABEL("trellis::xent::bwd"),
+      Range(0, static_cast<std::int64_t>(logits.extent(0))), KOKKOS_LAMBDA(const std::int64_t r) {
         float zmax = logits(r, 0);
         for (std::int32_t j = 1; j < classes; ++j) zmax = logits(r, j) > zmax ? logits(r, j) : zmax;
         float sum = 0.0f;

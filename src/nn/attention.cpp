@@ -21,8 +21,8 @@ int checked_d_model(const std::string& name, int d_model, int n_head, int seq_le
   }
   if (seq_len <= 0 || capacity_rows <= 0 || capacity_rows % seq_len != 0) {
     throw ConfigError("attention \"" + name + "\": capacity (" + std::to_string(capacity_rows) +
-                      " rows) must be a positive multiple of seq_len (" +
-                      std::to_string(seq_len) + ")");
+                      " rows) must be a positive multiple of seq_len (" + std::to_string(seq_len) +
+                      ")");
   }
   if (!(dropout >= 0.0f && dropout < 1.0f)) {
     throw ConfigError("attention \"" + name + "\": dropout must be in [0, 1), got " +
@@ -38,11 +38,10 @@ FloatView buffer(const std::string& layer, const char* what, std::size_t size) {
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::string& name,
-                                         int d_model, int n_head, int seq_len,
-                                         int capacity_rows, float dropout,
-                                         const TransformerInit& init)
-    : Layer(name, checked_d_model(name, d_model, n_head, seq_len, capacity_rows, dropout),
-            d_model, capacity_rows),
+                                         int d_model, int n_head, int seq_len, int capacity_rows,
+                                         float dropout, const TransformerInit& init)
+    : Layer(name, checked_d_model(name, d_model, n_head, seq_len, capacity_rows, dropout), d_model,
+            capacity_rows),
       c_attn_(store, name + ".c_attn", d_model, 3 * d_model, capacity_rows,
               InitSpec::normal(init.std), InitSpec::zeros()),
       c_proj_(store, name + ".c_proj", d_model, d_model, capacity_rows,
@@ -154,15 +153,15 @@ void CausalSelfAttention::backward(ConstMatrix output_grad, int n) {
   const ConstMatrix attd = dropout_active_ ? ConstMatrix(attd_.data(), att_rows, T) : att;
   const Matrix datt(datt_.data(), att_rows, T);
   kernels::gemm_batched(true, false, 1.0f, attd, dyh, 0.0f, Matrix(dv_.data(), att_rows, hd),
-                        batch);                                            // dv = attd^T dyh
-  kernels::gemm_batched(false, true, 1.0f, dyh, vm, 0.0f, datt, batch);   // dattd = dyh v^T
+                        batch);                                                // dv = attd^T dyh
+  kernels::gemm_batched(false, true, 1.0f, dyh, vm, 0.0f, datt, batch);        // dattd = dyh v^T
   if (dropout_active_) kernels::causal_dropout_apply(datt, datt, attn_mask_);  // datt
-  kernels::causal_softmax_backward(att, datt);                            // ds (unscaled)
+  kernels::causal_softmax_backward(att, datt);                                 // ds (unscaled)
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   kernels::gemm_batched(false, false, scale, datt, km, 0.0f, Matrix(dq_.data(), att_rows, hd),
-                        batch);                                            // dq = ds k
+                        batch);  // dq = ds k
   kernels::gemm_batched(true, false, scale, datt, qm, 0.0f, Matrix(dk_.data(), att_rows, hd),
-                        batch);                                            // dk = ds^T q
+                        batch);  // dk = ds^T q
 
   const Matrix dqkv = as_matrix(dqkv_, n, 3 * d_);
   kernels::merge_heads(kernels::ConstVector(dq_.data(), heads_size), d_, H, T, dqkv, 0);

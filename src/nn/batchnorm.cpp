@@ -35,11 +35,10 @@ void fence_before_mpi() {
 
 }  // namespace
 
-BatchNorm2d::BatchNorm2d(ParameterStore& store, const std::string& name, int channels,
-                         int height, int width, int capacity, float momentum, float eps,
-                         const MpiComm* sync)
-    : Layer(name, checked_features(name, channels, height, width),
-            channels * height * width, capacity),
+BatchNorm2d::BatchNorm2d(ParameterStore& store, const std::string& name, int channels, int height,
+                         int width, int capacity, float momentum, float eps, const MpiComm* sync)
+    : Layer(name, checked_features(name, channels, height, width), channels * height * width,
+            capacity),
       store_(&store),
       channels_(channels),
       plane_(height * width),

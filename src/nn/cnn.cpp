@@ -29,8 +29,8 @@ void validate(const CnnSpec& spec) {
     }
   }
   if (spec.blocks_per_stage <= 0) {
-    throw ConfigError("model.blocks: blocks per stage is " +
-                      std::to_string(spec.blocks_per_stage) + ", must be at least 1");
+    throw ConfigError("model.blocks: blocks per stage is " + std::to_string(spec.blocks_per_stage) +
+                      ", must be at least 1");
   }
 }
 

@@ -55,17 +55,17 @@ Conv2dSpec make_spec(int in_channels, int out_channels, int kernel, int stride, 
 
 }  // namespace
 
-Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec& spec,
-               int capacity)
+Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec& spec, int capacity)
     : Layer(name, checked_in_features(name, spec), out_features_of(name, spec), capacity),
       store_(&store),
       geometry_(geometry_of(spec)),
       out_channels_(spec.out_channels) {
   const std::int64_t fan_in = geometry_.col_rows();
-  const double gain = 1.0 / std::sqrt(3.0);  // PyTorch: kaiming_uniform_(a=sqrt(5)) => 1/sqrt(fan_in)
-  weight_ = store.add(name + ".weight",
-                      {spec.out_channels, spec.in_channels, spec.kernel, spec.kernel},
-                      InitSpec::kaiming_uniform(fan_in, gain), true);
+  const double gain =
+      1.0 / std::sqrt(3.0);  // PyTorch: kaiming_uniform_(a=sqrt(5)) => 1/sqrt(fan_in)
+  weight_ =
+      store.add(name + ".weight", {spec.out_channels, spec.in_channels, spec.kernel, spec.kernel},
+                InitSpec::kaiming_uniform(fan_in, gain), true);
   if (spec.bias) {
     bias_ = store.add(name + ".bias", {spec.out_channels}, InitSpec::kaiming_uniform(fan_in, gain),
                       false);
@@ -79,15 +79,14 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec&
         spec.max_workspace_floats > 0 ? spec.max_workspace_floats : kWorkspaceFloats;
     block_ = static_cast<int>(std::clamp<std::int64_t>(limit / per_image, 1, capacity));
 #if !defined(TRELLIS_ENABLE_CUDNN)  // cuDNN brings its own workspace
-    workspace_ = FloatView("trellis::nn::" + name + ".im2col",
-                           static_cast<std::size_t>(block_ * per_image));
+    workspace_ =
+        FloatView("trellis::nn::" + name + ".im2col", static_cast<std::size_t>(block_ * per_image));
 #endif
   }
 }
 
-Conv2d::Conv2d(ParameterStore& store, const std::string& name, int in_channels,
-               int out_channels, int kernel, int stride, int padding, int height, int width,
-               int capacity, bool bias)
+Conv2d::Conv2d(ParameterStore& store, const std::string& name, int in_channels, int out_channels,
+               int kernel, int stride, int padding, int height, int width, int capacity, bool bias)
     : Conv2d(store, name,
              make_spec(in_channels, out_channels, kernel, stride, padding, height, width, bias),
              capacity) {}
@@ -155,8 +154,8 @@ void Conv2d::backward(ConstMatrix output_grad, int n) {
     const int count = std::min(block_, n - first);
     const ConstMatrix cols = columns(x, first, count);
     for (int j = 0; j < count; ++j) {
-      const ConstMatrix dy_j(dy.data() + static_cast<std::size_t>(first + j) * cout * plane,
-                             cout, plane);
+      const ConstMatrix dy_j(dy.data() + static_cast<std::size_t>(first + j) * cout * plane, cout,
+                             plane);
       const ConstMatrix cols_j(cols.data() + static_cast<std::size_t>(j) * ckk * plane, ckk, plane);
       kernels::gemm(false, true, 1.0f, dy_j, cols_j, 1.0f, dw);  // dW[C', C*k*k] += dy_j cols_j^T
     }
@@ -165,8 +164,8 @@ void Conv2d::backward(ConstMatrix output_grad, int n) {
     float* dcols = geometry_.is_pointwise() ? dx.data() + static_cast<std::size_t>(first) * image
                                             : workspace_.data();
     for (int j = 0; j < count; ++j) {
-      const ConstMatrix dy_j(dy.data() + static_cast<std::size_t>(first + j) * cout * plane,
-                             cout, plane);
+      const ConstMatrix dy_j(dy.data() + static_cast<std::size_t>(first + j) * cout * plane, cout,
+                             plane);
       const Matrix dcols_j(dcols + static_cast<std::size_t>(j) * ckk * plane, ckk, plane);
       kernels::gemm(true, false, 1.0f, w, dy_j, 0.0f, dcols_j);
     }

@@ -48,8 +48,7 @@ void Embedding::backward(ConstMatrix output_grad, int n) {
 ConstMatrix Embedding::output() const { return as_matrix(output_, capacity_, dim_); }
 
 PositionalEmbedding::PositionalEmbedding(ParameterStore& store, const std::string& name,
-                                         int seq_len, int dim, int capacity,
-                                         const InitSpec& init)
+                                         int seq_len, int dim, int capacity, const InitSpec& init)
     : Layer(name, dim, dim, capacity), store_(&store), seq_len_(seq_len) {
   if (seq_len <= 0) {
     throw Error("positional embedding \"" + name + "\": seq_len must be positive, got " +
@@ -61,9 +60,9 @@ PositionalEmbedding::PositionalEmbedding(ParameterStore& store, const std::strin
 void PositionalEmbedding::forward(ConstMatrix input, int n, const StepContext&) {
   const ConstMatrix pos = store_->param_matrix(weight_);  // [T, d]
   const ConstMatrix x = begin_forward(input, n);
-  TRELLIS_REQUIRE(n % seq_len_ == 0, "positional embedding \"" + name() + "\": " +
-                                         std::to_string(n) + " rows are no whole sequences of " +
-                                         std::to_string(seq_len_));
+  TRELLIS_REQUIRE(n % seq_len_ == 0,
+                  "positional embedding \"" + name() + "\": " + std::to_string(n) +
+                      " rows are no whole sequences of " + std::to_string(seq_len_));
   kernels::position_add(x, pos, output_rows(n));
 }
 

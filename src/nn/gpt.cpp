@@ -19,14 +19,12 @@ void validate(const GptSpec& spec) {
   positive(spec.d_model, "model.d_model");
   if (spec.d_model % spec.n_head != 0) {
     throw ConfigError("gpt: model.d_model (" + std::to_string(spec.d_model) +
-                      ") must be divisible by model.n_head (" + std::to_string(spec.n_head) +
-                      ")");
+                      ") must be divisible by model.n_head (" + std::to_string(spec.n_head) + ")");
   }
   positive(spec.seq_len, "model.seq_len");
   positive(spec.vocab, "model.vocab");
   if (!(spec.dropout >= 0.0f && spec.dropout < 1.0f)) {
-    throw ConfigError("gpt: model.dropout must be in [0, 1), got " +
-                      std::to_string(spec.dropout));
+    throw ConfigError("gpt: model.dropout must be in [0, 1), got " + std::to_string(spec.dropout));
   }
   positive(spec.capacity, "capacity (sequences per call)");
   // Layers count rows with int.
@@ -73,8 +71,8 @@ ConstMatrix Gpt::forward(kernels::ConstLabels tokens, int n, const StepContext& 
   }
   const int rows = n * T;
   if (tokens.extent(0) < static_cast<std::size_t>(rows)) {
-    throw Error("gpt: " + std::to_string(tokens.extent(0)) + " token ids for " +
-                std::to_string(n) + " sequences of " + std::to_string(T));
+    throw Error("gpt: " + std::to_string(tokens.extent(0)) + " token ids for " + std::to_string(n) +
+                " sequences of " + std::to_string(T));
   }
   // Every layer works on token rows: its first_sample is the global token row of row 0.
   StepContext row_ctx = ctx;
@@ -126,12 +124,12 @@ void Gpt::backward(ConstMatrix dlogits, int n) {
 
 std::int64_t Gpt::num_matmul_params() const {
   const std::int64_t d = spec_.d_model, V = spec_.vocab, L = spec_.n_layer;
-  const std::int64_t per_block = 2 * 2 * d             // ln_1, ln_2
-                                 + 3 * d * d + 3 * d   // c_attn
-                                 + d * d + d           // attn.c_proj
-                                 + 4 * d * d + 4 * d   // c_fc
-                                 + 4 * d * d + d;      // mlp.c_proj
-  return V * d + L * per_block + 2 * d;                // wte (tied head), blocks, ln_f
+  const std::int64_t per_block = 2 * 2 * d            // ln_1, ln_2
+                                 + 3 * d * d + 3 * d  // c_attn
+                                 + d * d + d          // attn.c_proj
+                                 + 4 * d * d + 4 * d  // c_fc
+                                 + 4 * d * d + d;     // mlp.c_proj
+  return V * d + L * per_block + 2 * d;               // wte (tied head), blocks, ln_f
 }
 
 std::int64_t Gpt::flops_per_sample() const {

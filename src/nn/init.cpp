@@ -55,20 +55,30 @@ InitSpec InitSpec::xavier_uniform(std::int64_t fan_in, std::int64_t fan_out, dou
 
 double InitSpec::uniform_bound() const {
   switch (kind) {
-    case Kind::kaiming_uniform: return gain * std::sqrt(3.0 / static_cast<double>(fan_in));
+    case Kind::kaiming_uniform:
+      return gain * std::sqrt(3.0 / static_cast<double>(fan_in));
     case Kind::xavier_uniform:
       return gain * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
-    default: throw Error("uniform_bound() of a non-fan-based init: " + describe());
+    default:
+      throw Error("uniform_bound() of a non-fan-based init: " + describe());
   }
 }
 
 std::string InitSpec::describe() const {
   std::ostringstream out;
   switch (kind) {
-    case Kind::zeros: out << "zeros"; break;
-    case Kind::constant: out << "constant(" << value << ")"; break;
-    case Kind::uniform: out << "uniform(" << lo << ", " << hi << ")"; break;
-    case Kind::normal: out << "normal(mean=" << mean << ", std=" << stddev << ")"; break;
+    case Kind::zeros:
+      out << "zeros";
+      break;
+    case Kind::constant:
+      out << "constant(" << value << ")";
+      break;
+    case Kind::uniform:
+      out << "uniform(" << lo << ", " << hi << ")";
+      break;
+    case Kind::normal:
+      out << "normal(mean=" << mean << ", std=" << stddev << ")";
+      break;
     case Kind::kaiming_uniform:
       out << "kaiming_uniform(fan_in=" << fan_in << ", gain=" << gain << ")";
       break;

@@ -18,9 +18,10 @@ Layer::Layer(std::string name, int in_features, int out_features, int capacity)
                 std::to_string(capacity) + ") must be positive");
   }
   const auto cap = static_cast<std::size_t>(capacity);
-  output_ = FloatView("trellis::nn::" + name_ + ".output", cap * static_cast<std::size_t>(out_features));
-  input_grad_ =
-      FloatView("trellis::nn::" + name_ + ".input_grad", cap * static_cast<std::size_t>(in_features));
+  output_ =
+      FloatView("trellis::nn::" + name_ + ".output", cap * static_cast<std::size_t>(out_features));
+  input_grad_ = FloatView("trellis::nn::" + name_ + ".input_grad",
+                          cap * static_cast<std::size_t>(in_features));
 }
 
 ConstMatrix Layer::output() const { return as_matrix(output_, capacity_, out_features_); }
@@ -33,8 +34,8 @@ Matrix Layer::input_grad_rows(int n) const { return as_matrix(input_grad_, n, in
 
 ConstMatrix Layer::begin_forward(const ConstMatrix& input, int n) {
   if (n < 0 || n > capacity_) {
-    throw Error("layer \"" + name_ + "\": forward of " + std::to_string(n) +
-                " rows, capacity is " + std::to_string(capacity_));
+    throw Error("layer \"" + name_ + "\": forward of " + std::to_string(n) + " rows, capacity is " +
+                std::to_string(capacity_));
   }
   if (input.extent(1) != static_cast<std::size_t>(in_features_) ||
       input.extent(0) < static_cast<std::size_t>(n)) {
@@ -57,8 +58,8 @@ ConstMatrix Layer::begin_backward(const ConstMatrix& output_grad, int n) const {
   if (output_grad.extent(1) != static_cast<std::size_t>(out_features_) ||
       output_grad.extent(0) < static_cast<std::size_t>(n)) {
     throw Error("layer \"" + name_ + "\": backward output_grad " +
-                kernels::extents_string(output_grad) + " for " + std::to_string(n) +
-                " rows of " + std::to_string(out_features_) + " features");
+                kernels::extents_string(output_grad) + " for " + std::to_string(n) + " rows of " +
+                std::to_string(out_features_) + " features");
   }
   return kernels::first_rows(output_grad, n);
 }

@@ -27,10 +27,11 @@ InitSpec default_bias_init(LinearInit init, int in_features) {
 }
 }  // namespace
 
-Linear::Linear(ParameterStore& store, const std::string& name, int in_features,
-               int out_features, int capacity, LinearInit init)
+Linear::Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
+               int capacity, LinearInit init)
     : Linear(store, name, in_features, out_features, capacity,
-             default_weight_init(init, in_features, out_features), default_bias_init(init, in_features)) {}
+             default_weight_init(init, in_features, out_features),
+             default_bias_init(init, in_features)) {}
 
 Linear::Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
                int capacity, const InitSpec& weight_init, const InitSpec& bias_init)
@@ -41,10 +42,10 @@ Linear::Linear(ParameterStore& store, const std::string& name, int in_features, 
 
 void Linear::forward(ConstMatrix input, int n, const StepContext&) {
   // Parameters first: a store that is not finalized throws before the call is recorded.
-  const ConstMatrix w = store_->param_matrix(weight_);  // [out, in]
+  const ConstMatrix w = store_->param_matrix(weight_);         // [out, in]
   const kernels::ConstVector b = store_->param_vector(bias_);  // [out]
-  const ConstMatrix x = begin_forward(input, n);  // [n, in]
-  const Matrix y = output_rows(n);                // [n, out]
+  const ConstMatrix x = begin_forward(input, n);               // [n, in]
+  const Matrix y = output_rows(n);                             // [n, out]
   kernels::gemm(false, true, 1.0f, x, w, 0.0f, y);
   kernels::bias_add(y, b);
 }

@@ -19,7 +19,8 @@ void validate(const MlpSpec& spec) {
     }
   }
   if (spec.activation != "relu" && spec.activation != "gelu") {
-    throw ConfigError("mlp: unknown activation \"" + spec.activation + "\" (expected relu or gelu)");
+    throw ConfigError("mlp: unknown activation \"" + spec.activation +
+                      "\" (expected relu or gelu)");
   }
   if (!(spec.dropout >= 0.0f && spec.dropout < 1.0f)) {
     throw ConfigError("mlp: dropout must be in [0, 1), got " + std::to_string(spec.dropout));
@@ -46,7 +47,8 @@ Mlp::Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix) 
     }
     width = out;
   }
-  layers_.push_back(std::make_unique<Linear>(store, prefix + "head", width, spec.classes, cap, init));
+  layers_.push_back(
+      std::make_unique<Linear>(store, prefix + "head", width, spec.classes, cap, init));
 }
 
 ConstMatrix Mlp::forward(ConstMatrix input, int n, const StepContext& ctx) {

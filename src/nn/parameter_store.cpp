@@ -7,11 +7,12 @@
 
 namespace trellis::nn {
 
-std::size_t ParameterStore::add(const std::string& name, const Shape& shape,
-                                const InitSpec& init, bool weight_decay) {
+std::size_t ParameterStore::add(const std::string& name, const Shape& shape, const InitSpec& init,
+                                bool weight_decay) {
   if (finalized_) throw Error("ParameterStore::add(\"" + name + "\") after finalize()");
   if (name.empty()) throw Error("ParameterStore::add: empty parameter name");
-  if (by_name_.count(name)) throw Error("ParameterStore::add: duplicate parameter \"" + name + "\"");
+  if (by_name_.count(name))
+    throw Error("ParameterStore::add: duplicate parameter \"" + name + "\"");
   ParamInfo p;
   p.name = name;
   p.shape = shape;
@@ -47,15 +48,19 @@ void ParameterStore::initialize(std::size_t i) {
   const std::uint64_t stream = stream_from_name(p.name);
   using Kind = InitSpec::Kind;
   switch (p.init.kind) {
-    case Kind::zeros: kernels::fill(x, 0.0f); break;
-    case Kind::constant: kernels::fill(x, static_cast<float>(p.init.value)); break;
+    case Kind::zeros:
+      kernels::fill(x, 0.0f);
+      break;
+    case Kind::constant:
+      kernels::fill(x, static_cast<float>(p.init.value));
+      break;
     case Kind::uniform:
-      kernels::fill_uniform(x, static_cast<float>(p.init.lo), static_cast<float>(p.init.hi),
-                            seed_, stream);
+      kernels::fill_uniform(x, static_cast<float>(p.init.lo), static_cast<float>(p.init.hi), seed_,
+                            stream);
       break;
     case Kind::normal:
-      kernels::fill_normal(x, static_cast<float>(p.init.mean),
-                           static_cast<float>(p.init.stddev), seed_, stream);
+      kernels::fill_normal(x, static_cast<float>(p.init.mean), static_cast<float>(p.init.stddev),
+                           seed_, stream);
       break;
     case Kind::kaiming_uniform:
     case Kind::xavier_uniform: {

@@ -8,8 +8,8 @@ namespace {
 
 kernels::PoolGeometry checked_pool(const std::string& name, int channels, int height, int width,
                                    int kernel, int stride) {
-  if (channels <= 0 || height <= 0 || width <= 0 || kernel <= 0 || stride <= 0 ||
-      kernel > height || kernel > width) {
+  if (channels <= 0 || height <= 0 || width <= 0 || kernel <= 0 || stride <= 0 || kernel > height ||
+      kernel > width) {
     throw Error("maxpool \"" + name + "\": kernel " + std::to_string(kernel) + ", stride " +
                 std::to_string(stride) + " do not fit [C, H, W] = [" + std::to_string(channels) +
                 ", " + std::to_string(height) + ", " + std::to_string(width) +
@@ -25,15 +25,12 @@ kernels::PoolGeometry checked_pool(const std::string& name, int channels, int he
 }
 
 int pool_in(const kernels::PoolGeometry& g) { return g.channels * g.height * g.width; }
-int pool_out(const kernels::PoolGeometry& g) {
-  return g.channels * g.out_height() * g.out_width();
-}
+int pool_out(const kernels::PoolGeometry& g) { return g.channels * g.out_height() * g.out_width(); }
 
 int checked_plane(const std::string& name, int channels, int height, int width) {
   if (channels <= 0 || height <= 0 || width <= 0) {
-    throw Error("global_avgpool \"" + name + "\": [C, H, W] = [" + std::to_string(channels) +
-                ", " + std::to_string(height) + ", " + std::to_string(width) +
-                "] must be positive");
+    throw Error("global_avgpool \"" + name + "\": [C, H, W] = [" + std::to_string(channels) + ", " +
+                std::to_string(height) + ", " + std::to_string(width) + "] must be positive");
   }
   return height * width;
 }
@@ -55,8 +52,7 @@ void MaxPool2d::forward(ConstMatrix input, int n, const StepContext&) {
 }
 
 void MaxPool2d::backward(ConstMatrix output_grad, int n) {
-  kernels::maxpool_backward(begin_backward(output_grad, n), argmax_, geometry_,
-                            input_grad_rows(n));
+  kernels::maxpool_backward(begin_backward(output_grad, n), argmax_, geometry_, input_grad_rows(n));
 }
 
 GlobalAvgPool::GlobalAvgPool(const std::string& name, int channels, int height, int width,

@@ -9,8 +9,7 @@ namespace trellis::nn {
 
 namespace {
 
-Conv2dSpec conv_spec(int in, int out, int kernel, int stride, int padding, int height,
-                     int width) {
+Conv2dSpec conv_spec(int in, int out, int kernel, int stride, int padding, int height, int width) {
   Conv2dSpec s;
   s.in_channels = in;
   s.out_channels = out;
@@ -27,10 +26,9 @@ Conv2dSpec conv_spec(int in, int out, int kernel, int stride, int padding, int h
 int block_out_features(const std::string& name, int in_channels, int out_channels, int stride,
                        int height, int width) {
   if (in_channels <= 0 || out_channels <= 0 || stride <= 0 || height <= 0 || width <= 0) {
-    throw Error("basic block \"" + name + "\": channels " + std::to_string(in_channels) +
-                " -> " + std::to_string(out_channels) + ", stride " + std::to_string(stride) +
-                ", image " + std::to_string(height) + "x" + std::to_string(width) +
-                " must all be positive");
+    throw Error("basic block \"" + name + "\": channels " + std::to_string(in_channels) + " -> " +
+                std::to_string(out_channels) + ", stride " + std::to_string(stride) + ", image " +
+                std::to_string(height) + "x" + std::to_string(width) + " must all be positive");
   }
   return out_channels * ((height - 1) / stride + 1) * ((width - 1) / stride + 1);
 }
@@ -41,25 +39,24 @@ BasicBlock::BasicBlock(ParameterStore& store, const std::string& name, int in_ch
                        int out_channels, int stride, int height, int width, int capacity,
                        const MpiComm* sync)
     : Layer(name, in_channels * height * width,
-            block_out_features(name, in_channels, out_channels, stride, height, width),
-            capacity) {
+            block_out_features(name, in_channels, out_channels, stride, height, width), capacity) {
   conv1_ = std::make_unique<Conv2d>(
       store, name + ".conv1", conv_spec(in_channels, out_channels, 3, stride, 1, height, width),
       capacity);
   const int ho = conv1_->out_height(), wo = conv1_->out_width();
-  bn1_ = std::make_unique<BatchNorm2d>(store, name + ".bn1", out_channels, ho, wo, capacity,
-                                       0.1f, 1e-5f, sync);
+  bn1_ = std::make_unique<BatchNorm2d>(store, name + ".bn1", out_channels, ho, wo, capacity, 0.1f,
+                                       1e-5f, sync);
   relu1_ = std::make_unique<Relu>(name + ".relu1", out_features(), capacity);
   conv2_ = std::make_unique<Conv2d>(
       store, name + ".conv2", conv_spec(out_channels, out_channels, 3, 1, 1, ho, wo), capacity);
-  bn2_ = std::make_unique<BatchNorm2d>(store, name + ".bn2", out_channels, ho, wo, capacity,
-                                       0.1f, 1e-5f, sync);
+  bn2_ = std::make_unique<BatchNorm2d>(store, name + ".bn2", out_channels, ho, wo, capacity, 0.1f,
+                                       1e-5f, sync);
   if (stride != 1 || in_channels != out_channels) {
     shortcut_conv_ = std::make_unique<Conv2d>(
         store, name + ".shortcut.conv",
         conv_spec(in_channels, out_channels, 1, stride, 0, height, width), capacity);
-    shortcut_bn_ = std::make_unique<BatchNorm2d>(store, name + ".shortcut.bn", out_channels, ho,
-                                                 wo, capacity, 0.1f, 1e-5f, sync);
+    shortcut_bn_ = std::make_unique<BatchNorm2d>(store, name + ".shortcut.bn", out_channels, ho, wo,
+                                                 capacity, 0.1f, 1e-5f, sync);
   }
   const auto size = static_cast<std::size_t>(capacity) * static_cast<std::size_t>(out_features());
   sum_ = FloatView("trellis::nn::" + name + ".sum", size);

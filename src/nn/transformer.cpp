@@ -29,8 +29,8 @@ void add_rows(ConstMatrix a, ConstMatrix b, Matrix out) {
 FeedForward::FeedForward(ParameterStore& store, const std::string& name, int d_model,
                          int capacity_rows, float dropout, const TransformerInit& init)
     : Layer(name, checked_dropout_d(name, d_model, dropout), d_model, capacity_rows),
-      c_fc_(store, name + ".c_fc", d_model, 4 * d_model, capacity_rows,
-            InitSpec::normal(init.std), InitSpec::zeros()),
+      c_fc_(store, name + ".c_fc", d_model, 4 * d_model, capacity_rows, InitSpec::normal(init.std),
+            InitSpec::zeros()),
       gelu_(name + ".gelu", 4 * d_model, capacity_rows),
       c_proj_(store, name + ".c_proj", 4 * d_model, d_model, capacity_rows,
               InitSpec::normal(init.proj_std), InitSpec::zeros()),
@@ -81,8 +81,8 @@ std::int64_t FeedForward::flops_per_sample() const {
   return c_fc_.flops_per_sample() + c_proj_.flops_per_sample();
 }
 
-Block::Block(ParameterStore& store, const std::string& name, int d_model, int n_head,
-             int seq_len, int capacity_rows, float dropout, const TransformerInit& init)
+Block::Block(ParameterStore& store, const std::string& name, int d_model, int n_head, int seq_len,
+             int capacity_rows, float dropout, const TransformerInit& init)
     : Layer(name, d_model, d_model, capacity_rows),
       ln_1_(store, name + ".ln_1", d_model, capacity_rows),
       attn_(store, name + ".attn", d_model, n_head, seq_len, capacity_rows, dropout, init),

@@ -40,8 +40,10 @@ void Adam::update(FloatView params, ConstFloatView grads, float lr, std::size_t 
       label_, Kokkos::RangePolicy<ExecSpace>(begin, end), KOKKOS_LAMBDA(const std::size_t i) {
         float p = params(i), g = grads(i);
         if (mask(i) != 0.0f) {
-          if (decoupled) p *= keep;
-          else g += wd * p;
+          if (decoupled)
+            p *= keep;
+          else
+            g += wd * p;
         }
         const float mi = m(i) + one_minus_beta1 * (g - m(i));  // torch's lerp_
         const float vi = beta2 * v(i) + one_minus_beta2 * g * g;

@@ -17,15 +17,13 @@ Optimizer::Optimizer(std::size_t numel, ConstFloatView decay_mask)
 void Optimizer::step(FloatView params, ConstFloatView grads, float lr, std::size_t begin,
                      std::size_t end) {
   // Messages are built only on failure, so the check costs no allocation per step.
-  TRELLIS_REQUIRE(params.extent(0) == numel_,
-                  "params has " + std::to_string(params.extent(0)) + " elements, optimizer " +
-                      std::to_string(numel_));
-  TRELLIS_REQUIRE(grads.extent(0) == numel_,
-                  "grads has " + std::to_string(grads.extent(0)) + " elements, optimizer " +
-                      std::to_string(numel_));
-  TRELLIS_REQUIRE(begin <= end && end <= numel_,
-                  "range [" + std::to_string(begin) + ", " + std::to_string(end) +
-                      ") outside [0, " + std::to_string(numel_) + ")");
+  TRELLIS_REQUIRE(params.extent(0) == numel_, "params has " + std::to_string(params.extent(0)) +
+                                                  " elements, optimizer " + std::to_string(numel_));
+  TRELLIS_REQUIRE(grads.extent(0) == numel_, "grads has " + std::to_string(grads.extent(0)) +
+                                                 " elements, optimizer " + std::to_string(numel_));
+  TRELLIS_REQUIRE(begin <= end && end <= numel_, "range [" + std::to_string(begin) + ", " +
+                                                     std::to_string(end) + ") outside [0, " +
+                                                     std::to_string(numel_) + ")");
   ++step_count_;
   update(params, grads, lr, begin, end);
 }

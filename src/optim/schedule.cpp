@@ -33,10 +33,14 @@ void require_positive(double value, const char* key) {
 
 LrSchedule::LrSchedule(ScheduleSpec spec) : spec_(std::move(spec)) {
   const ScheduleSpec& s = spec_;
-  if (s.type == "constant") kind_ = Kind::constant;
-  else if (s.type == "step") kind_ = Kind::step;
-  else if (s.type == "cosine") kind_ = Kind::cosine;
-  else if (s.type == "onecycle") kind_ = Kind::onecycle;
+  if (s.type == "constant")
+    kind_ = Kind::constant;
+  else if (s.type == "step")
+    kind_ = Kind::step;
+  else if (s.type == "cosine")
+    kind_ = Kind::cosine;
+  else if (s.type == "onecycle")
+    kind_ = Kind::onecycle;
   else
     throw ConfigError("sched.type: unknown schedule '" + s.type +
                       "' (allowed: constant, step, cosine, onecycle)");
@@ -47,15 +51,16 @@ LrSchedule::LrSchedule(ScheduleSpec spec) : spec_(std::move(spec)) {
     bad("sched.warmup_steps", "must be >= 0", std::to_string(s.warmup_steps));
 
   switch (kind_) {
-    case Kind::constant: break;
+    case Kind::constant:
+      break;
     case Kind::step:
       if (s.step_size <= 0) bad("sched.step_size", "must be > 0", std::to_string(s.step_size));
       require_positive(s.gamma, "sched.gamma");
       break;
     case Kind::cosine:
       if (s.total_steps <= s.warmup_steps)
-        bad(kTotalSteps, "must exceed sched.warmup_steps (" +
-                std::to_string(s.warmup_steps) + ")", std::to_string(s.total_steps));
+        bad(kTotalSteps, "must exceed sched.warmup_steps (" + std::to_string(s.warmup_steps) + ")",
+            std::to_string(s.total_steps));
       if (!(s.min_lr >= 0.0f && s.min_lr <= s.base_lr))
         bad("sched.min_lr", "must be in [0, optim.lr]", std::to_string(s.min_lr));
       break;
@@ -87,14 +92,15 @@ double LrSchedule::after_warmup(std::int64_t s) const {
   const double base = spec_.base_lr;
   switch (kind_) {
     case Kind::step:
-      return base * std::pow(static_cast<double>(spec_.gamma),
-                             static_cast<double>(s / spec_.step_size));
+      return base *
+             std::pow(static_cast<double>(spec_.gamma), static_cast<double>(s / spec_.step_size));
     case Kind::cosine: {
       const std::int64_t span = spec_.total_steps - spec_.warmup_steps;
       if (s >= span) return spec_.min_lr;
       return cos_anneal(base, spec_.min_lr, static_cast<double>(s) / static_cast<double>(span));
     }
-    default: return base;
+    default:
+      return base;
   }
 }
 
@@ -102,8 +108,8 @@ double LrSchedule::onecycle(std::int64_t step) const {
   const double peak = spec_.base_lr;
   const double start = peak / spec_.div_factor;
   const double final_lr = start / spec_.final_div_factor;
-  const double warm_end = static_cast<double>(spec_.pct_start) *
-                              static_cast<double>(spec_.total_steps) - 1.0;
+  const double warm_end =
+      static_cast<double>(spec_.pct_start) * static_cast<double>(spec_.total_steps) - 1.0;
   const double last = static_cast<double>(spec_.total_steps - 1);
   const double x = static_cast<double>(step);
   if (x <= warm_end) return cos_anneal(start, peak, x / warm_end);

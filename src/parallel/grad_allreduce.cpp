@@ -6,7 +6,8 @@
 
 namespace trellis {
 
-std::vector<std::pair<std::size_t, std::size_t>> make_buckets(std::size_t numel, std::size_t bucket_elems) {
+std::vector<std::pair<std::size_t, std::size_t>> make_buckets(std::size_t numel,
+                                                              std::size_t bucket_elems) {
   bucket_elems = std::max<std::size_t>(bucket_elems, 1);
   std::vector<std::pair<std::size_t, std::size_t>> buckets;
   for (std::size_t begin = 0; begin < numel; begin += bucket_elems)
@@ -33,7 +34,8 @@ void GradientAllReducer::start() {
 
 void GradientAllReducer::wait() {
   if (dp_.size() == 1) return;
-  TRELLIS_MPI(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+  TRELLIS_MPI(
+      MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
 }
 
 }  // namespace trellis

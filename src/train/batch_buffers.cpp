@@ -8,7 +8,8 @@ namespace {
 std::size_t size_of(std::int64_t a, std::int64_t b) { return static_cast<std::size_t>(a * b); }
 }  // namespace
 
-BatchBuffers::BatchBuffers(std::int64_t capacity_samples, std::int64_t numel, std::int64_t tokens_per_sample)
+BatchBuffers::BatchBuffers(std::int64_t capacity_samples, std::int64_t numel,
+                           std::int64_t tokens_per_sample)
     : capacity(capacity_samples),
       feature_numel(numel),
       seq_len(tokens_per_sample),
@@ -41,7 +42,8 @@ ConstMatrix BatchBuffers::feature_rows(std::int64_t first, std::int64_t count) c
 }
 
 kernels::ConstLabels BatchBuffers::token_rows(std::int64_t first, std::int64_t count) const {
-  return kernels::ConstLabels(tokens.data() + first * seq_len, static_cast<std::size_t>(count * seq_len));
+  return kernels::ConstLabels(tokens.data() + first * seq_len,
+                              static_cast<std::size_t>(count * seq_len));
 }
 
 kernels::ConstLabels BatchBuffers::target_rows(std::int64_t first, std::int64_t count) const {

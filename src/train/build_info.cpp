@@ -3,8 +3,8 @@
 #include "trellis/comm/grid_layout.hpp"
 #include "trellis/comm/mpi_check.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <hdf5.h>
+#include <Kokkos_Core.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -43,7 +43,8 @@ bool built_with(const char* option) {
 
 std::string build_summary() {
   std::ostringstream out;
-  out << "trellis " << TRELLIS_VERSION << " (" << TRELLIS_BUILD_TYPE << ", " << TRELLIS_COMPILER << ")\n";
+  out << "trellis " << TRELLIS_VERSION << " (" << TRELLIS_BUILD_TYPE << ", " << TRELLIS_COMPILER
+      << ")\n";
   out << "  options: TRELLIS_ENABLE_CUDA=" << on_off(built_with("cuda"))
       << " TRELLIS_ENABLE_NCCL=" << on_off(built_with("nccl"))
       << " TRELLIS_ENABLE_CUDNN=" << on_off(built_with("cudnn")) << "\n";
@@ -67,7 +68,8 @@ std::string build_summary() {
   return out.str();
 }
 
-void print_info(MPI_Comm world, const TrainConfig& config, const NodeBinding& node, const Logger& log) {
+void print_info(MPI_Comm world, const TrainConfig& config, const NodeBinding& node,
+                const Logger& log) {
   int rank = 0, size = 1;
   TRELLIS_MPI(MPI_Comm_rank(world, &rank));
   TRELLIS_MPI(MPI_Comm_size(world, &size));
@@ -77,16 +79,18 @@ void print_info(MPI_Comm world, const TrainConfig& config, const NodeBinding& no
   // Fixed-width records so one MPI_Gather collects every rank's line.
   constexpr int kLine = 256;
   char line[kLine] = {};
-  std::snprintf(line, kLine, "  rank %4d  host %-20s local rank %d/%d  device %s  grid dp=%d tp=%d pp=%d", rank,
+  std::snprintf(line, kLine,
+                "  rank %4d  host %-20s local rank %d/%d  device %s  grid dp=%d tp=%d pp=%d", rank,
                 node.hostname.c_str(), node.local_rank, node.local_size,
                 node.device >= 0 ? std::to_string(node.device).c_str() : "host", c.dp, c.tp, c.pp);
   std::vector<char> lines(rank == 0 ? static_cast<std::size_t>(kLine) * size : 0);
   TRELLIS_MPI(MPI_Gather(line, kLine, MPI_CHAR, lines.data(), kLine, MPI_CHAR, 0, world));
 
   std::string text = build_summary();
-  text += "  ranks: " + std::to_string(size) + " on " + std::to_string(node.node_count) + " node(s); grid " +
-          layout.describe() + "\n";
-  for (int r = 0; r < size && rank == 0; ++r) text += std::string(&lines[static_cast<std::size_t>(r) * kLine]) + "\n";
+  text += "  ranks: " + std::to_string(size) + " on " + std::to_string(node.node_count) +
+          " node(s); grid " + layout.describe() + "\n";
+  for (int r = 0; r < size && rank == 0; ++r)
+    text += std::string(&lines[static_cast<std::size_t>(r) * kLine]) + "\n";
   if (!text.empty() && text.back() == '\n') text.pop_back();
   log.info(text);
 }

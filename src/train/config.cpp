@@ -18,10 +18,12 @@ const std::vector<ConfigKey>& config_schema() {
       {"model.type", "mlp", "network family: mlp | cnn | gpt"},
       {"model.hidden", "256,128", "hidden layer widths of the MLP, comma-separated"},
       {"model.activation", "relu", "activation: relu | gelu"},
-      {"model.dropout", "0", "dropout probability in [0, 1): mlp after each hidden activation, gpt on "
-                                  "embeddings, attention weights and residual branches"},
+      {"model.dropout", "0",
+       "dropout probability in [0, 1): mlp after each hidden activation, gpt on "
+       "embeddings, attention weights and residual branches"},
       {"model.init", "kaiming", "weight initialisation of the MLP: kaiming | xavier"},
-      {"model.widths", "32,64,128", "cnn: channels of each stage (stages after the first halve H and W)"},
+      {"model.widths", "32,64,128",
+       "cnn: channels of each stage (stages after the first halve H and W)"},
       {"model.blocks", "1", "cnn: residual blocks per stage"},
       {"model.sync_bn", "true", "cnn: BatchNorm statistics over all data-parallel ranks"},
       {"model.n_layer", "4", "gpt: transformer blocks"},
@@ -30,15 +32,17 @@ const std::vector<ConfigKey>& config_schema() {
       {"model.seq_len", "128", "gpt: context length in tokens"},
       {"model.vocab", "0", "gpt: vocabulary size; 0 = the training set's vocab_size"},
       {"train.global_batch", "128", "samples per optimizer step over all data-parallel ranks"},
-      {"train.micro_batch", "0", "samples per forward/backward on one rank; 0 = global_batch / dp "
-                                 "(gradients accumulate over global_batch / (dp * micro_batch))"},
+      {"train.micro_batch", "0",
+       "samples per forward/backward on one rank; 0 = global_batch / dp "
+       "(gradients accumulate over global_batch / (dp * micro_batch))"},
       {"train.epochs", "1", "passes over the training set"},
       {"train.max_steps", "0", "stop after this many optimizer steps; 0 = no limit"},
       {"train.seed", "1234", "seed of initialisation, shuffling and dropout"},
       {"train.eval_batch", "1000", "samples per evaluation batch on one rank"},
       {"train.eval_every_epoch", "true", "evaluate on data.test after every epoch"},
       {"train.eval_interval", "0", "also evaluate every this many steps; 0 = only at epoch ends"},
-      {"train.eval_max_samples", "0", "evaluate on at most this many samples of data.test; 0 = all"},
+      {"train.eval_max_samples", "0",
+       "evaluate on at most this many samples of data.test; 0 = all"},
       {"optim.type", "sgd", "optimizer: sgd | adam | adamw | rmsprop"},
       {"optim.lr", "0.05", "base learning rate"},
       {"optim.momentum", "0.9", "momentum (sgd, rmsprop)"},
@@ -58,11 +62,13 @@ const std::vector<ConfigKey>& config_schema() {
       {"sched.div_factor", "25", "initial lr = lr / div_factor (onecycle)"},
       {"sched.final_div_factor", "10000", "final lr = initial lr / final_div_factor (onecycle)"},
       {"data.train", "", "training set: an HDF5 file or a glob of shard files"},
-      {"data.test", "", "test (or validation) set: an HDF5 file or a glob of shard files (optional)"},
+      {"data.test", "",
+       "test (or validation) set: an HDF5 file or a glob of shard files (optional)"},
       {"data.shuffle", "true", "reshuffle the training set every epoch"},
       {"data.remainder", "partial", "last incomplete global batch: partial (use it) | drop"},
-      {"data.cache", "none", "none: read every batch from HDF5 | memory: load the whole dataset "
-                             "into each rank's memory once (small datasets)"},
+      {"data.cache", "none",
+       "none: read every batch from HDF5 | memory: load the whole dataset "
+       "into each rank's memory once (small datasets)"},
       {"parallel.tp", "1", "tensor-parallel ranks (only 1 is supported so far)"},
       {"parallel.pp", "1", "pipeline-parallel stages (only 1 is supported so far)"},
       {"parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB"},
@@ -100,7 +106,8 @@ std::string section_keys(const std::string& key) {
   std::string list;
   for (const auto& k : config_schema()) {
     const std::string name = k.name;
-    if (name.compare(0, section.size() + 1, section + ".") == 0) list += (list.empty() ? "" : ", ") + name;
+    if (name.compare(0, section.size() + 1, section + ".") == 0)
+      list += (list.empty() ? "" : ", ") + name;
   }
   return list;
 }
@@ -178,7 +185,8 @@ RawConfig RawConfig::parse_stream(std::istream* ini, const std::string& source,
       }
     }
   } catch (const po::error& e) {
-    throw ConfigError(std::string("cannot parse configuration (") + config.source_ + "): " + e.what());
+    throw ConfigError(std::string("cannot parse configuration (") + config.source_ +
+                      "): " + e.what());
   }
   return config;
 }

@@ -15,8 +15,8 @@ std::unique_ptr<TrainSource> open_train_source(const TrainConfig& config, const 
   if (uses_tokens(config)) {
     TokenDataset data = TokenDataset::open(config.data.train, dp.get());
     if (config.data.cache_in_memory) data.cache_in_memory();
-    return std::make_unique<TokenTrainSource>(std::move(data), config.model.seq_len, config.train.global_batch,
-                                              config.train.seed, dp);
+    return std::make_unique<TokenTrainSource>(std::move(data), config.model.seq_len,
+                                              config.train.global_batch, config.train.seed, dp);
   }
   SampleDataset data = SampleDataset::open(config.data.train, dp.get());
   if (config.data.cache_in_memory) data.cache_in_memory();
@@ -35,7 +35,8 @@ std::unique_ptr<EvalSource> open_eval_source(const TrainConfig& config, const st
   }
   SampleDataset data = SampleDataset::open(spec, dp.get());
   if (config.data.cache_in_memory) data.cache_in_memory();
-  return std::make_unique<SampleEvalSource>(std::move(data), dp, max_batch, config.train.eval_max_samples);
+  return std::make_unique<SampleEvalSource>(std::move(data), dp, max_batch,
+                                            config.train.eval_max_samples);
 }
 
 }  // namespace trellis

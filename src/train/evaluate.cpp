@@ -26,10 +26,13 @@ EvalResult evaluate_model(nn::Model& model, nn::SoftmaxCrossEntropy& loss, EvalS
     buffers.upload(count);
     const int m = static_cast<int>(count);
     nn::ModelInput input;
-    if (model.takes_tokens()) input.tokens = buffers.token_rows(0, count);
-    else input.features = buffers.feature_rows(0, count);
+    if (model.takes_tokens())
+      input.tokens = buffers.token_rows(0, count);
+    else
+      input.features = buffers.feature_rows(0, count);
     ConstMatrix logits = model.forward(input, m, ctx);
-    const auto result = loss.forward(logits, buffers.target_rows(0, count), static_cast<int>(count * rows_per_sample));
+    const auto result = loss.forward(logits, buffers.target_rows(0, count),
+                                     static_cast<int>(count * rows_per_sample));
     sums[0] += result.loss_sum;
     sums[1] += static_cast<double>(result.correct);
   }
@@ -60,7 +63,8 @@ void evaluate_weights_command(MPI_Comm world, const std::string& weights_path,
     store.finalize(config.train.seed);
     load_weights(weights_path, store, model->buffers());
   });
-  nn::SoftmaxCrossEntropy loss(model->classes(), static_cast<int>(batch * model->rows_per_sample()));
+  nn::SoftmaxCrossEntropy loss(model->classes(),
+                               static_cast<int>(batch * model->rows_per_sample()));
   BatchBuffers buffers(batch, data->shape().feature_numel, data->shape().seq_len);
   const EvalResult result = evaluate_model(*model, loss, *data, buffers, batch, comm);
   char line[512];

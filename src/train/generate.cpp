@@ -25,14 +25,16 @@ int sample_token(const std::vector<float>& logits, double temperature, int top_k
   const int k = top_k > 0 ? std::min(top_k, vocab) : vocab;
   order.resize(static_cast<std::size_t>(vocab));
   std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)]; });
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+    return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)];
+  });
   if (temperature <= 0) return order[0];  // greedy
   const double top = logits[static_cast<std::size_t>(order[0])];
   weights.resize(static_cast<std::size_t>(k));
   double total = 0;
   for (int i = 0; i < k; ++i) {
-    weights[static_cast<std::size_t>(i)] = std::exp((logits[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])] - top) / temperature);
+    weights[static_cast<std::size_t>(i)] = std::exp(
+        (logits[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])] - top) / temperature);
     total += weights[static_cast<std::size_t>(i)];
   }
   double threshold = uniform * total;
@@ -54,9 +56,11 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
   TrainConfig config = TrainConfig::from(RawConfig::parse_text(
       read_weights_config(options.weights), "the config stored in " + options.weights, {}));
   if (config.model.type != "gpt")
-    throw ConfigError(options.weights + ": model.type = " + config.model.type + "; generate needs a gpt model");
+    throw ConfigError(options.weights + ": model.type = " + config.model.type +
+                      "; generate needs a gpt model");
   if (config.model.vocab <= 0)
-    throw InputError(options.weights + ": the stored config has no model.vocab (written by an older trellis?)");
+    throw InputError(options.weights +
+                     ": the stored config has no model.vocab (written by an older trellis?)");
   const int seq_len = config.model.seq_len, vocab = config.model.vocab;
   DataShape shape;
   shape.classes = vocab;
@@ -70,7 +74,9 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
   for (unsigned char c : options.prompt) context.push_back(c);
   if (context.empty()) context.push_back('\n');
   for (int id : context)
-    if (id >= vocab) throw ConfigError("prompt byte " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(vocab));
+    if (id >= vocab)
+      throw ConfigError("prompt byte " + std::to_string(id) + " is outside the vocabulary of " +
+                        std::to_string(vocab));
 
   BatchBuffers buffers(1, 0, seq_len);  // tokens [1, seq_len]
   HostFloatView row("trellis::generate::logits", static_cast<std::size_t>(vocab));
@@ -82,7 +88,8 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
   ctx.training = false;
   const std::uint64_t stream = stream_from_name("generate");
   for (std::int64_t i = 0; i < options.tokens; ++i) {
-    const std::size_t length = std::min<std::size_t>(context.size(), static_cast<std::size_t>(seq_len));
+    const std::size_t length =
+        std::min<std::size_t>(context.size(), static_cast<std::size_t>(seq_len));
     for (std::size_t t = 0; t < static_cast<std::size_t>(seq_len); ++t)
       buffers.host_tokens(t) = t < length ? context[context.size() - length + t] : 0;
     buffers.upload(1);
@@ -94,8 +101,10 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
     const double u = random_uniform(options.seed, stream, static_cast<std::uint64_t>(i));
     const int next = sample_token(logits, options.temperature, options.top_k, u, order, weights);
     context.push_back(next);
-    if (vocab <= 256) text.push_back(static_cast<char>(next));
-    else text += " " + std::to_string(next);
+    if (vocab <= 256)
+      text.push_back(static_cast<char>(next));
+    else
+      text += " " + std::to_string(next);
   }
   log.info(text);
 }

@@ -10,7 +10,8 @@ namespace trellis {
 MetricsLog::MetricsLog(const std::string& path, bool enabled) : path_(path) {
   if (!enabled) return;
   file_ = std::fopen(path.c_str(), "w");
-  if (!file_) throw Error("cannot open metrics file '" + path + "' for writing: " + std::strerror(errno));
+  if (!file_)
+    throw Error("cannot open metrics file '" + path + "' for writing: " + std::strerror(errno));
 }
 
 MetricsLog::~MetricsLog() {

@@ -13,14 +13,16 @@ namespace {
 
 int to_int(std::int64_t value, const char* what) {
   if (value < 0 || value > std::numeric_limits<int>::max())
-    throw ConfigError(std::string(what) + " = " + std::to_string(value) + " does not fit one model call");
+    throw ConfigError(std::string(what) + " = " + std::to_string(value) +
+                      " does not fit one model call");
   return static_cast<int>(value);
 }
 
-std::unique_ptr<nn::Model> build_mlp(const ModelConfig& model, const DataShape& data, std::int64_t capacity,
-                                     nn::ParameterStore& store) {
+std::unique_ptr<nn::Model> build_mlp(const ModelConfig& model, const DataShape& data,
+                                     std::int64_t capacity, nn::ParameterStore& store) {
   if (data.feature_numel <= 0)
-    throw ConfigError("config key model.type = mlp needs a labelled-sample dataset (trellis.samples)");
+    throw ConfigError(
+        "config key model.type = mlp needs a labelled-sample dataset (trellis.samples)");
   nn::MlpSpec spec;
   spec.input_dim = to_int(data.feature_numel, "sample size");
   spec.hidden = model.hidden;
@@ -32,11 +34,13 @@ std::unique_ptr<nn::Model> build_mlp(const ModelConfig& model, const DataShape& 
   return std::make_unique<nn::Mlp>(spec, store);
 }
 
-std::unique_ptr<nn::Model> build_cnn(const ModelConfig& model, const DataShape& data, std::int64_t capacity,
-                                     nn::ParameterStore& store, const MpiComm* dp) {
+std::unique_ptr<nn::Model> build_cnn(const ModelConfig& model, const DataShape& data,
+                                     std::int64_t capacity, nn::ParameterStore& store,
+                                     const MpiComm* dp) {
   if (data.sample_shape.size() != 3)
-    throw ConfigError("config key model.type = cnn needs image samples [C, H, W], but the training set has " +
-                      shape_string(data.sample_shape));
+    throw ConfigError(
+        "config key model.type = cnn needs image samples [C, H, W], but the training set has " +
+        shape_string(data.sample_shape));
   nn::CnnSpec spec;
   spec.channels = to_int(data.sample_shape[0], "image channels");
   spec.height = to_int(data.sample_shape[1], "image height");
@@ -50,13 +54,14 @@ std::unique_ptr<nn::Model> build_cnn(const ModelConfig& model, const DataShape& 
   return std::make_unique<nn::Cnn>(spec, store);
 }
 
-std::unique_ptr<nn::Model> build_gpt(const ModelConfig& model, const DataShape& data, std::int64_t capacity,
-                                     nn::ParameterStore& store) {
-  if (data.seq_len <= 0) throw ConfigError("config key model.type = gpt needs a token dataset (trellis.tokens)");
+std::unique_ptr<nn::Model> build_gpt(const ModelConfig& model, const DataShape& data,
+                                     std::int64_t capacity, nn::ParameterStore& store) {
+  if (data.seq_len <= 0)
+    throw ConfigError("config key model.type = gpt needs a token dataset (trellis.tokens)");
   const int vocab = model.vocab > 0 ? model.vocab : data.classes;
   if (vocab < data.classes)
-    throw ConfigError("config key model.vocab = " + std::to_string(model.vocab) + " is smaller than the data's vocab_size " +
-                      std::to_string(data.classes));
+    throw ConfigError("config key model.vocab = " + std::to_string(model.vocab) +
+                      " is smaller than the data's vocab_size " + std::to_string(data.classes));
   nn::GptSpec spec;
   spec.n_layer = model.n_layer;
   spec.n_head = model.n_head;

@@ -16,18 +16,22 @@ DataShape sample_data_shape(const SampleDataset& data) {
 namespace {
 std::string describe_samples(const SampleDataset& data) {
   return std::to_string(data.size()) + " samples of " + shape_string(data.sample_shape()) + ", " +
-         std::to_string(data.num_classes()) + " classes" + (data.cached() ? " (cached in memory)" : "");
+         std::to_string(data.num_classes()) + " classes" +
+         (data.cached() ? " (cached in memory)" : "");
 }
 }  // namespace
 
-SampleTrainSource::SampleTrainSource(SampleDataset data, std::int64_t global_batch, std::uint64_t seed,
-                                     bool shuffle, RemainderPolicy remainder, const MpiComm& dp)
-    : data_(std::move(data)), sampler_(data_.size(), global_batch, seed, shuffle, remainder), dp_(dp) {
+SampleTrainSource::SampleTrainSource(SampleDataset data, std::int64_t global_batch,
+                                     std::uint64_t seed, bool shuffle, RemainderPolicy remainder,
+                                     const MpiComm& dp)
+    : data_(std::move(data)),
+      sampler_(data_.size(), global_batch, seed, shuffle, remainder),
+      dp_(dp) {
   local_.indices.reserve(static_cast<std::size_t>(global_batch / dp.size() + 1));
 }
 
-LocalPart SampleTrainSource::load(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_t /*global_step*/,
-                                  BatchBuffers& buffers) {
+LocalPart SampleTrainSource::load(std::int64_t epoch, std::int64_t step_in_epoch,
+                                  std::int64_t /*global_step*/, BatchBuffers& buffers) {
   sampler_.local_indices(epoch, step_in_epoch, dp_.rank(), dp_.size(), local_);
   LocalPart part;
   part.samples = static_cast<std::int64_t>(local_.indices.size());

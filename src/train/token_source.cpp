@@ -21,8 +21,8 @@ std::string describe_tokens(const TokenDataset& data) {
 
 }  // namespace
 
-void split_windows(const std::int32_t* windows, std::int64_t count, int seq_len, std::int32_t* inputs,
-                   std::int32_t* targets) {
+void split_windows(const std::int32_t* windows, std::int64_t count, int seq_len,
+                   std::int32_t* inputs, std::int32_t* targets) {
   for (std::int64_t w = 0; w < count; ++w) {
     const std::int32_t* window = windows + w * (seq_len + 1);
     std::copy(window, window + seq_len, inputs + w * seq_len);
@@ -59,8 +59,8 @@ LocalPart TokenTrainSource::load(std::int64_t /*epoch*/, std::int64_t /*step_in_
 
 std::string TokenTrainSource::describe() const { return describe_tokens(data_); }
 
-TokenEvalSource::TokenEvalSource(TokenDataset data, int seq_len, const MpiComm& dp, std::int64_t max_batch,
-                                 std::int64_t max_samples)
+TokenEvalSource::TokenEvalSource(TokenDataset data, int seq_len, const MpiComm& dp,
+                                 std::int64_t max_batch, std::int64_t max_samples)
     : data_(std::move(data)), seq_len_(seq_len) {
   const std::int64_t windows = (data_.size() - 1) / seq_len;
   if (windows < 1)
@@ -78,9 +78,11 @@ DataShape TokenEvalSource::shape() const { return token_shape(data_, seq_len_); 
 
 void TokenEvalSource::load(std::int64_t offset, std::int64_t count, BatchBuffers& buffers) {
   starts_.resize(static_cast<std::size_t>(count));
-  for (std::int64_t i = 0; i < count; ++i) starts_[static_cast<std::size_t>(i)] = (begin_ + offset + i) * seq_len_;
+  for (std::int64_t i = 0; i < count; ++i)
+    starts_[static_cast<std::size_t>(i)] = (begin_ + offset + i) * seq_len_;
   data_.read_windows(starts_, seq_len_ + 1, windows_.data());
-  split_windows(windows_.data(), count, seq_len_, buffers.host_tokens.data(), buffers.host_targets.data());
+  split_windows(windows_.data(), count, seq_len_, buffers.host_tokens.data(),
+                buffers.host_targets.data());
 }
 
 std::string TokenEvalSource::describe() const { return describe_tokens(data_); }

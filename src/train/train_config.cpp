@@ -11,7 +11,8 @@ namespace trellis {
 
 namespace {
 
-[[noreturn]] void bad_value(const std::string& key, const std::string& value, const std::string& expected) {
+[[noreturn]] void bad_value(const std::string& key, const std::string& value,
+                            const std::string& expected) {
   throw ConfigError("config key " + key + " = '" + value + "': expected " + expected);
 }
 
@@ -34,7 +35,8 @@ std::int64_t config_int(const RawConfig& raw, const std::string& key, std::int64
   return value;
 }
 
-double config_double(const RawConfig& raw, const std::string& key, double min_value, double max_value) {
+double config_double(const RawConfig& raw, const std::string& key, double min_value,
+                     double max_value) {
   const std::string& text = raw.get(key);
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
@@ -96,8 +98,9 @@ TrainConfig TrainConfig::from(const RawConfig& raw) {
   c.model.seq_len = static_cast<int>(config_int(raw, "model.seq_len", 1));
   c.model.vocab = static_cast<int>(config_int(raw, "model.vocab", 0));
   if (c.model.d_model % c.model.n_head != 0)
-    throw ConfigError("config keys model.d_model = " + std::to_string(c.model.d_model) + " and model.n_head = " +
-                      std::to_string(c.model.n_head) + ": d_model must be a multiple of n_head");
+    throw ConfigError("config keys model.d_model = " + std::to_string(c.model.d_model) +
+                      " and model.n_head = " + std::to_string(c.model.n_head) +
+                      ": d_model must be a multiple of n_head");
 
   c.train.global_batch = config_int(raw, "train.global_batch", 1);
   c.train.micro_batch = config_int(raw, "train.micro_batch", 0);
@@ -120,7 +123,8 @@ TrainConfig TrainConfig::from(const RawConfig& raw) {
   c.optim.alpha = static_cast<float>(config_double(raw, "optim.alpha", 0.0, 0.999999));
   c.optim.clip_norm = static_cast<float>(config_double(raw, "optim.clip_norm", 0.0, 1e9));
   if (c.optim.nesterov && (c.optim.type != "sgd" || c.optim.momentum <= 0))
-    throw ConfigError("config key optim.nesterov = true needs optim.type = sgd and optim.momentum > 0");
+    throw ConfigError(
+        "config key optim.nesterov = true needs optim.type = sgd and optim.momentum > 0");
 
   c.sched.type = config_choice(raw, "sched.type", {"constant", "step", "cosine", "onecycle"});
   c.sched.warmup_steps = config_int(raw, "sched.warmup_steps", 0);
@@ -129,7 +133,8 @@ TrainConfig TrainConfig::from(const RawConfig& raw) {
   c.sched.min_lr = static_cast<float>(config_double(raw, "sched.min_lr", 0.0, 1e3));
   c.sched.pct_start = static_cast<float>(config_double(raw, "sched.pct_start", 0.0, 1.0));
   c.sched.div_factor = static_cast<float>(config_double(raw, "sched.div_factor", 1.0, 1e9));
-  c.sched.final_div_factor = static_cast<float>(config_double(raw, "sched.final_div_factor", 1.0, 1e12));
+  c.sched.final_div_factor =
+      static_cast<float>(config_double(raw, "sched.final_div_factor", 1.0, 1e12));
 
   c.data.train = raw.get("data.train");
   c.data.test = raw.get("data.test");
@@ -140,8 +145,9 @@ TrainConfig TrainConfig::from(const RawConfig& raw) {
   c.parallel.tp = static_cast<int>(config_int(raw, "parallel.tp", 1));
   c.parallel.pp = static_cast<int>(config_int(raw, "parallel.pp", 1));
   if (c.parallel.tp != 1 || c.parallel.pp != 1)
-    throw ConfigError("config keys parallel.tp and parallel.pp: only 1 is supported so far (got tp=" +
-                      raw.get("parallel.tp") + ", pp=" + raw.get("parallel.pp") + ")");
+    throw ConfigError(
+        "config keys parallel.tp and parallel.pp: only 1 is supported so far (got tp=" +
+        raw.get("parallel.tp") + ", pp=" + raw.get("parallel.pp") + ")");
   c.parallel.bucket_mb = config_double(raw, "parallel.bucket_mb", 0.001, 1e6);
 
   c.run_dir = raw.get("run.dir");

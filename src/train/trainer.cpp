@@ -47,8 +47,8 @@ ScheduleSpec schedule_spec_from(const SchedConfig& c, float base_lr, std::int64_
   return spec;
 }
 
-std::string format(const char* fmt, double a, double b = 0, double c = 0, double d = 0, double e = 0,
-                   double f = 0) {
+std::string format(const char* fmt, double a, double b = 0, double c = 0, double d = 0,
+                   double e = 0, double f = 0) {
   char buf[256];
   std::snprintf(buf, sizeof(buf), fmt, a, b, c, d, e, f);
   return buf;
@@ -82,8 +82,8 @@ void Trainer::setup(MPI_Comm world) {
     test_data_ = open_eval_source(config_, config_.data.test, dp, config_.train.eval_batch);
     const DataShape test_shape = test_data_->shape();
     if (test_shape.feature_numel != shape.feature_numel || test_shape.classes != shape.classes)
-      throw InputError(config_.data.test + ": " + test_data_->describe() + ", but the training set has " +
-                       train_data_->describe());
+      throw InputError(config_.data.test + ": " + test_data_->describe() +
+                       ", but the training set has " + train_data_->describe());
   });
 
   const std::int64_t local_batch = config_.local_batch(dp_size);
@@ -92,14 +92,17 @@ void Trainer::setup(MPI_Comm world) {
   run_agreed(grid_->world().get(), log_, [&] {
     model_ = build_model(config_.model, shape, capacity, store_, &dp);
     store_.finalize(config_.train.seed);
-    loss_ = std::make_unique<nn::SoftmaxCrossEntropy>(model_->classes(),
-                                                      static_cast<int>(capacity * model_->rows_per_sample()));
-    optimizer_ = make_optimizer(optimizer_spec_from(config_.optim), store_.buffer_size(), store_.decay_mask());
-    schedule_ = std::make_unique<LrSchedule>(schedule_spec_from(config_.sched, config_.optim.lr, total_steps()));
+    loss_ = std::make_unique<nn::SoftmaxCrossEntropy>(
+        model_->classes(), static_cast<int>(capacity * model_->rows_per_sample()));
+    optimizer_ = make_optimizer(optimizer_spec_from(config_.optim), store_.buffer_size(),
+                                store_.decay_mask());
+    schedule_ = std::make_unique<LrSchedule>(
+        schedule_spec_from(config_.sched, config_.optim.lr, total_steps()));
   });
   reducer_ = std::make_unique<GradientAllReducer>(
       dp, store_.grads(), static_cast<std::size_t>(config_.parallel.bucket_mb * 1024 * 1024));
-  buffers_ = std::make_unique<BatchBuffers>(std::max(local_batch, eval_rows), shape.feature_numel, shape.seq_len);
+  buffers_ = std::make_unique<BatchBuffers>(std::max(local_batch, eval_rows), shape.feature_numel,
+                                            shape.seq_len);
 
   const bool writer = grid_->rank() == 0;
   run_agreed(grid_->world().get(), log_, [&] {
@@ -111,23 +114,29 @@ void Trainer::setup(MPI_Comm world) {
   });
   metrics_ = std::make_unique<MetricsLog>(config_.run_dir + "/metrics.jsonl", writer);
 
-  log_.info("trellis " + std::string(TRELLIS_VERSION) + ": " + std::to_string(grid_->layout().world_size()) +
-            " ranks on " + std::to_string(node_.node_count) + " node(s), grid " + grid_->layout().describe());
-  log_.info("data: train " + train_data_->describe() + (test_data_ ? "; test " + test_data_->describe() : ""));
+  log_.info("trellis " + std::string(TRELLIS_VERSION) + ": " +
+            std::to_string(grid_->layout().world_size()) + " ranks on " +
+            std::to_string(node_.node_count) + " node(s), grid " + grid_->layout().describe());
+  log_.info("data: train " + train_data_->describe() +
+            (test_data_ ? "; test " + test_data_->describe() : ""));
   log_.info("model: " + model_->describe() + ", " + std::to_string(store_.num_elements()) +
             " parameters; optimizer " + optimizer_->name() + ", schedule " + config_.sched.type);
-  log_.info("batch: global " + std::to_string(config_.train.global_batch) + " = " + std::to_string(dp_size) +
-            " ranks x " + std::to_string(config_.accumulation_steps(dp_size)) + " micro-batches x " +
+  log_.info("batch: global " + std::to_string(config_.train.global_batch) + " = " +
+            std::to_string(dp_size) + " ranks x " +
+            std::to_string(config_.accumulation_steps(dp_size)) + " micro-batches x " +
             std::to_string(config_.train.micro_batch) + " samples; " +
-            std::to_string(train_data_->steps_per_epoch()) + " steps per epoch; run dir " + config_.run_dir);
+            std::to_string(train_data_->steps_per_epoch()) + " steps per epoch; run dir " +
+            config_.run_dir);
 }
 
 std::int64_t Trainer::total_steps() const {
   const std::int64_t epochs_steps = config_.train.epochs * train_data_->steps_per_epoch();
-  return config_.train.max_steps > 0 ? std::min(config_.train.max_steps, epochs_steps) : epochs_steps;
+  return config_.train.max_steps > 0 ? std::min(config_.train.max_steps, epochs_steps)
+                                     : epochs_steps;
 }
 
-Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_epoch, StepTimes& times) {
+Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_epoch,
+                                       StepTimes& times) {
   const MpiComm& dp = grid_->dp();
   Stopwatch phase;
   const LocalPart part = train_data_->load(epoch, step_in_epoch, global_step_, *buffers_);
@@ -141,7 +150,8 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
   // sample), so the dp sum of gradients is the global mean.
   const float scale = 1.0f / static_cast<float>(part.global_samples * rows_per_sample);
   // loss sum, correct predictions, loss terms (targets), samples
-  double sums[4] = {0.0, 0.0, static_cast<double>(part.samples * rows_per_sample), static_cast<double>(part.samples)};
+  double sums[4] = {0.0, 0.0, static_cast<double>(part.samples * rows_per_sample),
+                    static_cast<double>(part.samples)};
   // Every rank runs the same number of micro-batches, empty ones included (a partial last
   // batch can leave a rank fewer samples, or none): layers that synchronise inside forward
   // and backward (BatchNorm with model.sync_bn) need every rank in each collective.
@@ -157,8 +167,10 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
     ctx.first_sample = part.first_position + first;
     ctx.training = true;
     nn::ModelInput input;
-    if (model_->takes_tokens()) input.tokens = buffers_->token_rows(first, count);
-    else input.features = buffers_->feature_rows(first, count);
+    if (model_->takes_tokens())
+      input.tokens = buffers_->token_rows(first, count);
+    else
+      input.features = buffers_->feature_rows(first, count);
     ConstMatrix logits = model_->forward(input, m, ctx);
     const auto result = loss_->forward(logits, buffers_->target_rows(first, count),
                                        static_cast<int>(count * rows_per_sample));
@@ -193,44 +205,52 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
 
 void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, StepTimes& times) {
   const double loss = stats.loss_sum / stats.targets;
-  const double samples_per_sec = times.total > 0 ? static_cast<double>(times.samples) / times.total : 0.0;
-  const double step_time = times.total / static_cast<double>(std::max<std::int64_t>(times.steps, 1));
-  metrics_->write(JsonLine()
-                      .add("step", global_step_)
-                      .add("epoch", epoch + 1)
-                      .add("loss", loss)
-                      .add("train_accuracy", stats.correct / stats.targets)
-                      .add("lr", static_cast<double>(lr))
-                      .add("grad_norm", stats.grad_norm)
-                      .add("samples_per_sec", samples_per_sec)
-                      .add("tokens_per_sec", samples_per_sec * static_cast<double>(model_->takes_tokens() ? model_->rows_per_sample() : 0))
-                      .add("step_time_s", step_time)
-                      .add("data_time_s", times.data / times.steps)
-                      .add("compute_time_s", times.compute / times.steps)
-                      .add("comm_time_s", times.comm / times.steps)
-                      .add("optimizer_time_s", times.optimizer / times.steps));
-  log_.info(format("epoch %.0f step %6.0f/%.0f  loss %.4f  lr %.4g  %.0f samples/s", static_cast<double>(epoch + 1),
-                   static_cast<double>(global_step_), static_cast<double>(total_steps()), loss, lr, samples_per_sec));
+  const double samples_per_sec =
+      times.total > 0 ? static_cast<double>(times.samples) / times.total : 0.0;
+  const double step_time =
+      times.total / static_cast<double>(std::max<std::int64_t>(times.steps, 1));
+  metrics_->write(
+      JsonLine()
+          .add("step", global_step_)
+          .add("epoch", epoch + 1)
+          .add("loss", loss)
+          .add("train_accuracy", stats.correct / stats.targets)
+          .add("lr", static_cast<double>(lr))
+          .add("grad_norm", stats.grad_norm)
+          .add("samples_per_sec", samples_per_sec)
+          .add("tokens_per_sec",
+               samples_per_sec *
+                   static_cast<double>(model_->takes_tokens() ? model_->rows_per_sample() : 0))
+          .add("step_time_s", step_time)
+          .add("data_time_s", times.data / times.steps)
+          .add("compute_time_s", times.compute / times.steps)
+          .add("comm_time_s", times.comm / times.steps)
+          .add("optimizer_time_s", times.optimizer / times.steps));
+  log_.info(format("epoch %.0f step %6.0f/%.0f  loss %.4f  lr %.4g  %.0f samples/s",
+                   static_cast<double>(epoch + 1), static_cast<double>(global_step_),
+                   static_cast<double>(total_steps()), loss, lr, samples_per_sec));
   times = StepTimes{};
 }
 
 EvalResult Trainer::evaluate_and_log(std::int64_t epoch) {
   Stopwatch watch;
   const EvalResult result = evaluate_model(*model_, *loss_, *test_data_, *buffers_,
-                                             config_.train.eval_batch, grid_->dp());
+                                           config_.train.eval_batch, grid_->dp());
   const double seconds = watch.seconds();
-  metrics_->write(JsonLine()
-                      .add("step", global_step_)
-                      .add("epoch", epoch + 1)
-                      .add("test_loss", result.loss)
-                      .add("test_accuracy", result.accuracy)
-                      .add("test_samples", result.samples)
-                      .add("test_bits_per_token", model_->takes_tokens() ? result.bits_per_target() : 0.0)
-                      .add("eval_time_s", seconds));
+  metrics_->write(
+      JsonLine()
+          .add("step", global_step_)
+          .add("epoch", epoch + 1)
+          .add("test_loss", result.loss)
+          .add("test_accuracy", result.accuracy)
+          .add("test_samples", result.samples)
+          .add("test_bits_per_token", model_->takes_tokens() ? result.bits_per_target() : 0.0)
+          .add("eval_time_s", seconds));
   if (model_->takes_tokens())
-    log_.info(format("epoch %.0f step %.0f  validation loss %.4f  %.4f bits per token  (%.0f sequences, %.1f s)",
-                     static_cast<double>(epoch + 1), static_cast<double>(global_step_), result.loss,
-                     result.bits_per_target(), static_cast<double>(result.samples), seconds));
+    log_.info(format(
+        "epoch %.0f step %.0f  validation loss %.4f  %.4f bits per token  (%.0f sequences, %.1f s)",
+        static_cast<double>(epoch + 1), static_cast<double>(global_step_), result.loss,
+        result.bits_per_target(), static_cast<double>(result.samples), seconds));
   else
     log_.info(format("epoch %.0f  test loss %.4f  test accuracy %.2f%%  (%.0f samples, %.1f s)",
                      static_cast<double>(epoch + 1), result.loss, 100.0 * result.accuracy,
@@ -253,12 +273,14 @@ void Trainer::run() {
       times.total += step_watch.seconds();
       times.steps += 1;
       times.samples += static_cast<std::int64_t>(stats.samples);
-      if (global_step_ == 1) since_warmup.restart();  // the first step pays one-time costs
-      else samples_after_warmup += static_cast<std::int64_t>(stats.samples);
+      if (global_step_ == 1)
+        since_warmup.restart();  // the first step pays one-time costs
+      else
+        samples_after_warmup += static_cast<std::int64_t>(stats.samples);
       if (global_step_ % config_.log_interval == 0 || global_step_ == last_step)
         log_step(epoch, stats, lr, times);
-      if (test_data_ && config_.train.eval_interval > 0 && global_step_ % config_.train.eval_interval == 0 &&
-          global_step_ != last_step)
+      if (test_data_ && config_.train.eval_interval > 0 &&
+          global_step_ % config_.train.eval_interval == 0 && global_step_ != last_step)
         last_eval_ = evaluate_and_log(epoch);
     }
     const bool epoch_done = global_step_ % train_data_->steps_per_epoch() == 0;
@@ -267,8 +289,8 @@ void Trainer::run() {
   }
   const double seconds = wall.seconds();
   const double throughput = samples_after_warmup / std::max(since_warmup.seconds(), 1e-9);
-  log_.info(format("done: %.0f steps in %.1f s, %.0f samples/s after the first step", static_cast<double>(global_step_),
-                   seconds, throughput));
+  log_.info(format("done: %.0f steps in %.1f s, %.0f samples/s after the first step",
+                   static_cast<double>(global_step_), seconds, throughput));
 
   run_agreed(grid_->world().get(), log_, [&] {
     if (grid_->rank() != 0) return;
@@ -278,10 +300,12 @@ void Trainer::run() {
         .add("ranks", grid_->layout().world_size())
         .add("wall_time_s", seconds)
         .add("samples_per_sec", throughput)
-        .add("tokens_per_sec", model_->takes_tokens() ? throughput * model_->rows_per_sample() : 0.0)
+        .add("tokens_per_sec",
+             model_->takes_tokens() ? throughput * model_->rows_per_sample() : 0.0)
         .add("parameters", store_.num_elements())
         .add("flops_per_sample", model_->flops_per_sample());
-    if (last_eval_) summary.add("test_loss", last_eval_->loss).add("test_accuracy", last_eval_->accuracy);
+    if (last_eval_)
+      summary.add("test_loss", last_eval_->loss).add("test_accuracy", last_eval_->accuracy);
     std::ofstream out(config_.run_dir + "/summary.json");
     out << summary.str() << "\n";
     if (!out) throw Error("cannot write " + config_.run_dir + "/summary.json");

@@ -18,7 +18,8 @@ H5File open_for_reading(const std::string& path) {
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) throw InputError(path + ": cannot open weights file: " + hdf5_error_detail());
   H5File file(id);
-  if (!has_attribute(file.get(), "format") || read_string_attribute(file.get(), "format") != kWeightsFormat)
+  if (!has_attribute(file.get(), "format") ||
+      read_string_attribute(file.get(), "format") != kWeightsFormat)
     throw InputError(path + ": attribute 'format': expected \"" + std::string(kWeightsFormat) +
                      "\" (is this a trellis weights file?)");
   return file;
@@ -40,21 +41,25 @@ void save_weights(const std::string& path, const nn::ParameterStore& store,
     for (std::size_t i = 0; i < store.size(); ++i) {
       const auto& info = store.info(i);
       std::vector<hsize_t> dims(info.shape.begin(), info.shape.end());
-      H5Space space(TRELLIS_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+      H5Space space(
+          TRELLIS_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
       H5Dataset dataset(TRELLIS_H5(H5Dcreate2(group.get(), info.name.c_str(), H5T_IEEE_F32LE,
                                               space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
       auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), store.param(i));
-      TRELLIS_H5(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
+      TRELLIS_H5(
+          H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
     }
     H5Handle<H5Gclose> buffer_group(
         TRELLIS_H5(H5Gcreate2(file.get(), "buffers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
     for (const auto& buffer : buffers) {
       const hsize_t size = buffer.data.extent(0);
       H5Space space(TRELLIS_H5(H5Screate_simple(1, &size, nullptr)));
-      H5Dataset dataset(TRELLIS_H5(H5Dcreate2(buffer_group.get(), buffer.name.c_str(), H5T_IEEE_F32LE,
-                                              space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+      H5Dataset dataset(
+          TRELLIS_H5(H5Dcreate2(buffer_group.get(), buffer.name.c_str(), H5T_IEEE_F32LE,
+                                space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
       auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), buffer.data);
-      TRELLIS_H5(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
+      TRELLIS_H5(
+          H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
     }
     TRELLIS_H5(H5Fflush(file.get(), H5F_SCOPE_GLOBAL));
   }
@@ -77,7 +82,8 @@ void read_float_dataset(hid_t file, const std::string& path, const std::string& 
                         const Shape& expected, const View& target) {
   if (H5Lexists(file, dataset_name.substr(0, dataset_name.find('/')).c_str(), H5P_DEFAULT) <= 0 ||
       H5Lexists(file, dataset_name.c_str(), H5P_DEFAULT) <= 0)
-    throw InputError(path + ": missing dataset '/" + dataset_name + "' (weights of another model?)");
+    throw InputError(path + ": missing dataset '/" + dataset_name +
+                     "' (weights of another model?)");
   H5Dataset dataset(TRELLIS_H5(H5Dopen2(file, dataset_name.c_str(), H5P_DEFAULT)));
   H5Space space(TRELLIS_H5(H5Dget_space(dataset.get())));
   const int rank = TRELLIS_H5(H5Sget_simple_extent_ndims(space.get()));
@@ -85,8 +91,8 @@ void read_float_dataset(hid_t file, const std::string& path, const std::string& 
   TRELLIS_H5(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
   const Shape found(dims.begin(), dims.end());
   if (found != expected)
-    throw InputError(path + ": dataset '/" + dataset_name + "': expected shape " + shape_string(expected) +
-                     ", found " + shape_string(found));
+    throw InputError(path + ": dataset '/" + dataset_name + "': expected shape " +
+                     shape_string(expected) + ", found " + shape_string(found));
   auto host = Kokkos::create_mirror_view(HostSpace(), target);
   TRELLIS_H5(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
   Kokkos::deep_copy(target, host);
@@ -98,7 +104,8 @@ void load_weights(const std::string& path, nn::ParameterStore& store,
                   const std::vector<nn::NamedBuffer>& buffers) {
   H5File file = open_for_reading(path);
   for (std::size_t i = 0; i < store.size(); ++i)
-    read_float_dataset(file.get(), path, "params/" + store.info(i).name, store.info(i).shape, store.param(i));
+    read_float_dataset(file.get(), path, "params/" + store.info(i).name, store.info(i).shape,
+                       store.param(i));
   for (const auto& buffer : buffers)
     read_float_dataset(file.get(), path, "buffers/" + buffer.name,
                        Shape{static_cast<std::int64_t>(buffer.data.extent(0))}, buffer.data);

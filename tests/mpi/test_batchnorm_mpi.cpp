@@ -93,7 +93,8 @@ TEST_CASE("synchronised BatchNorm2d on slices equals one rank on the whole batch
   for (const int total : {10, 3}) {  // 3 < 4 ranks: some ranks hold no rows
     INFO("global batch " << total << " over " << world.size() << " ranks");
     const Slice mine = slice_of(total, world);
-    const std::vector<float> x = random_values(static_cast<std::size_t>(total * features), 1, -1.0f, 3.0f);
+    const std::vector<float> x =
+        random_values(static_cast<std::size_t>(total * features), 1, -1.0f, 3.0f);
     const std::vector<float> dy = random_values(static_cast<std::size_t>(total * features), 2);
 
     // Reference: this process alone, whole batch, no communicator.

@@ -47,10 +47,12 @@ TEST_CASE("bucketed gradient all-reduce sums over dp for any bucket size", "[gri
   const int world = world_size();
   ProcessGrid grid(MPI_COMM_WORLD, 1, 1);
   const std::size_t n = 1000;
-  for (std::size_t bucket_bytes : {std::size_t{4}, std::size_t{100}, std::size_t{4000}, std::size_t{1} << 20}) {
+  for (std::size_t bucket_bytes :
+       {std::size_t{4}, std::size_t{100}, std::size_t{4000}, std::size_t{1} << 20}) {
     FloatView grads("grads", n);
     auto host = Kokkos::create_mirror_view(grads);
-    for (std::size_t i = 0; i < n; ++i) host(i) = static_cast<float>(world_rank() + 1) * static_cast<float>(i % 7);
+    for (std::size_t i = 0; i < n; ++i)
+      host(i) = static_cast<float>(world_rank() + 1) * static_cast<float>(i % 7);
     Kokkos::deep_copy(grads, host);
     GradientAllReducer reducer(grid.dp(), grads, bucket_bytes);
     CHECK(reducer.bucket_count() == (n * sizeof(float) + bucket_bytes - 1) / bucket_bytes);
@@ -58,7 +60,8 @@ TEST_CASE("bucketed gradient all-reduce sums over dp for any bucket size", "[gri
     Kokkos::deep_copy(host, grads);
     const float rank_sum = static_cast<float>(world * (world + 1) / 2);
     bool all_equal = true;
-    for (std::size_t i = 0; i < n; ++i) all_equal = all_equal && host(i) == rank_sum * static_cast<float>(i % 7);
+    for (std::size_t i = 0; i < n; ++i)
+      all_equal = all_equal && host(i) == rank_sum * static_cast<float>(i % 7);
     CHECK(all_equal);
   }
 }
@@ -70,7 +73,8 @@ TEST_CASE("a failure on one rank stops every rank with its exit code", "[grid_mp
   ExitCode code = ExitCode::ok;
   try {
     run_agreed(MPI_COMM_WORLD, quiet, [&] {
-      if (world_rank() == last) throw InputError("injected failure on the last rank (expected in this test)");
+      if (world_rank() == last)
+        throw InputError("injected failure on the last rank (expected in this test)");
     });
   } catch (const AgreedFailure& e) {
     agreed = true;

@@ -3,8 +3,8 @@
 #define CATCH_CONFIG_RUNNER
 #include "catch.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

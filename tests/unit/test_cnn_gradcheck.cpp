@@ -52,8 +52,8 @@ void check_gradient_two_step(const std::string& what, const FloatView& values,
     if (test::close(analytic[i], coarse, tol.rel, tol.abs)) continue;
     ++retried;
     const double fine = numeric(i, tol.eps / 10.0f);
-    INFO(what << "[" << i << "]: analytic " << analytic[i] << ", numeric " << coarse
-              << " (step " << tol.eps << "), " << fine << " (step " << tol.eps / 10.0f << ")");
+    INFO(what << "[" << i << "]: analytic " << analytic[i] << ", numeric " << coarse << " (step "
+              << tol.eps << "), " << fine << " (step " << tol.eps / 10.0f << ")");
     CHECK(test::close(analytic[i], fine, tol.rel, 3.0 * tol.abs));
   }
   // A handful of kinks is expected; a systematic error would show up everywhere.
@@ -69,7 +69,9 @@ void gradcheck_layer(nn::Layer& layer, nn::ParameterStore& store, int n,
   trellis::test::gradcheck_layer_with(
       layer, store, n, x_host, ctx,
       [&tol](const std::string& what, const FloatView& values, const std::vector<float>& analytic,
-             const std::function<double()>& loss) { check_gradient_two_step(what, values, analytic, loss, tol); });
+             const std::function<double()>& loss) {
+        check_gradient_two_step(what, values, analytic, loss, tol);
+      });
 }
 
 // Gives BatchNorm parameters values away from their (1, 0) init, so gamma != 1 is exercised.
@@ -78,9 +80,10 @@ void randomize_params(nn::ParameterStore& store, std::uint64_t stream) {
     const auto& info = store.info(i);
     if (info.name.find(".bn") == std::string::npos && info.name.find("bn.") == std::string::npos)
       continue;
-    const bool is_weight = info.name.size() > 7 && info.name.substr(info.name.size() - 7) == ".weight";
-    const auto v = random_values(info.numel, stream + i, is_weight ? 0.5f : -0.5f,
-                                 is_weight ? 1.5f : 0.5f);
+    const bool is_weight =
+        info.name.size() > 7 && info.name.substr(info.name.size() - 7) == ".weight";
+    const auto v =
+        random_values(info.numel, stream + i, is_weight ? 0.5f : -0.5f, is_weight ? 1.5f : 0.5f);
     Kokkos::deep_copy(store.param(i), to_device("p", v));
   }
 }
@@ -88,10 +91,12 @@ void randomize_params(nn::ParameterStore& store, std::uint64_t stream) {
 }  // namespace
 
 TEST_CASE("Conv2d gradients match finite differences", "[cnn][gradcheck]") {
-  struct Case { int in, out, k, stride, pad, h, w; };
-  for (const Case c : {Case{2, 3, 3, 1, 0, 5, 5}, Case{2, 3, 3, 1, 1, 5, 4},
-                       Case{2, 3, 3, 2, 0, 6, 5}, Case{2, 3, 3, 2, 1, 5, 5},
-                       Case{3, 2, 1, 1, 0, 3, 3}, Case{2, 2, 1, 2, 0, 5, 5}}) {
+  struct Case {
+    int in, out, k, stride, pad, h, w;
+  };
+  for (const Case c :
+       {Case{2, 3, 3, 1, 0, 5, 5}, Case{2, 3, 3, 1, 1, 5, 4}, Case{2, 3, 3, 2, 0, 6, 5},
+        Case{2, 3, 3, 2, 1, 5, 5}, Case{3, 2, 1, 1, 0, 3, 3}, Case{2, 2, 1, 2, 0, 5, 5}}) {
     INFO("conv in " << c.in << " out " << c.out << " k " << c.k << " s " << c.stride << " p "
                     << c.pad << " image " << c.h << "x" << c.w);
     nn::ParameterStore store;
@@ -99,8 +104,8 @@ TEST_CASE("Conv2d gradients match finite differences", "[cnn][gradcheck]") {
                     /*bias=*/true);
     store.finalize(5);
     const int n = 2;
-    gradcheck_layer(conv, store, n, random_values(static_cast<std::size_t>(n * c.in * c.h * c.w), 21),
-                    {});
+    gradcheck_layer(conv, store, n,
+                    random_values(static_cast<std::size_t>(n * c.in * c.h * c.w), 21), {});
   }
 }
 

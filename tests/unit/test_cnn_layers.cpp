@@ -41,9 +41,10 @@ std::vector<double> direct_conv(const std::vector<float>& x, const std::vector<f
               for (int kw = 0; kw < s.kernel; ++kw) {
                 const int h = oh * s.stride - s.padding + kh, ww = ow * s.stride - s.padding + kw;
                 if (h < 0 || h >= s.height || ww < 0 || ww >= s.width) continue;
-                sum += static_cast<double>(
-                           w[static_cast<std::size_t>(((o * s.in_channels + c) * s.kernel + kh) * s.kernel + kw)]) *
-                       x[static_cast<std::size_t>(((i * s.in_channels + c) * s.height + h) * s.width + ww)];
+                sum += static_cast<double>(w[static_cast<std::size_t>(
+                           ((o * s.in_channels + c) * s.kernel + kh) * s.kernel + kw)]) *
+                       x[static_cast<std::size_t>(
+                           ((i * s.in_channels + c) * s.height + h) * s.width + ww)];
               }
           y[e] = sum;
         }
@@ -74,7 +75,10 @@ nn::CnnSpec mnist_spec() {
 }  // namespace
 
 TEST_CASE("Conv2d forward equals a direct convolution for many geometries", "[cnn][conv]") {
-  struct Case { int in, out, k, stride, pad, h, w; bool bias; };
+  struct Case {
+    int in, out, k, stride, pad, h, w;
+    bool bias;
+  };
   for (const Case c : {Case{1, 2, 3, 1, 1, 5, 5, true}, Case{3, 4, 3, 2, 1, 8, 7, true},
                        Case{2, 3, 5, 3, 2, 9, 11, false}, Case{2, 5, 1, 2, 0, 6, 6, false},
                        Case{4, 3, 1, 1, 0, 3, 5, true}, Case{2, 2, 4, 1, 0, 4, 4, true},
@@ -90,9 +94,10 @@ TEST_CASE("Conv2d forward equals a direct convolution for many geometries", "[cn
     s.bias = c.bias;
     const int n = 5, in = c.in * c.h * c.w;
     const std::vector<float> x = random_values(static_cast<std::size_t>(n * in), 3);
-    for (std::int64_t workspace : {std::int64_t{0}, std::int64_t{1}, std::int64_t{2} * c.in * c.k * c.k *
-                                                         ((c.h + 2 * c.pad - c.k) / c.stride + 1) *
-                                                         ((c.w + 2 * c.pad - c.k) / c.stride + 1)}) {
+    for (std::int64_t workspace :
+         {std::int64_t{0}, std::int64_t{1},
+          std::int64_t{2} * c.in * c.k * c.k * ((c.h + 2 * c.pad - c.k) / c.stride + 1) *
+              ((c.w + 2 * c.pad - c.k) / c.stride + 1)}) {
       INFO("conv in " << c.in << " out " << c.out << " k " << c.k << " s " << c.stride << " p "
                       << c.pad << " image " << c.h << "x" << c.w << ", workspace " << workspace);
       s.max_workspace_floats = workspace;
@@ -140,9 +145,9 @@ TEST_CASE("Conv2d registers PyTorch-shaped parameters with PyTorch's default ini
     CHECK(hi <= bound);
     CHECK(hi - lo > bound);  // actually spread over the interval
   }
-  CHECK_THROWS_AS(nn::Conv2d(store, "bad", 3, 4, 5, 1, 0, 4, 4, 2), Error);   // kernel > image
-  CHECK_THROWS_AS(nn::Conv2d(store, "bad", 3, 0, 3, 1, 1, 4, 4, 2), Error);   // no outputs
-  CHECK_THROWS_AS(nn::Conv2d(store, "bad", 3, 4, 3, 0, 1, 4, 4, 2), Error);   // stride 0
+  CHECK_THROWS_AS(nn::Conv2d(store, "bad", 3, 4, 5, 1, 0, 4, 4, 2), Error);  // kernel > image
+  CHECK_THROWS_AS(nn::Conv2d(store, "bad", 3, 0, 3, 1, 1, 4, 4, 2), Error);  // no outputs
+  CHECK_THROWS_AS(nn::Conv2d(store, "bad", 3, 4, 3, 0, 1, 4, 4, 2), Error);  // stride 0
 }
 
 TEST_CASE("MaxPool2d routes gradients to the first maximum of each window", "[cnn][pool]") {

@@ -61,11 +61,14 @@ class Reference {
     REQUIRE(has(path));
     H5Dataset d(TRELLIS_H5(H5Dopen2(file_.get(), path.c_str(), H5P_DEFAULT)));
     H5Space space(TRELLIS_H5(H5Dget_space(d.get())));
-    std::vector<T> values(static_cast<std::size_t>(TRELLIS_H5(H5Sget_simple_extent_npoints(space.get()))));
+    std::vector<T> values(
+        static_cast<std::size_t>(TRELLIS_H5(H5Sget_simple_extent_npoints(space.get()))));
     TRELLIS_H5(H5Dread(d.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()));
     return values;
   }
-  std::vector<float> floats(const std::string& path) const { return read<float>(path, H5T_NATIVE_FLOAT); }
+  std::vector<float> floats(const std::string& path) const {
+    return read<float>(path, H5T_NATIVE_FLOAT);
+  }
   std::vector<double> doubles(const std::string& path) const {
     return read<double>(path, H5T_NATIVE_DOUBLE);
   }
@@ -74,9 +77,11 @@ class Reference {
   }
   std::vector<int> attr_ints(const std::string& group, const char* name) const {
     INFO("attribute " << group << "/" << name);
-    H5Attribute a(TRELLIS_H5(H5Aopen_by_name(file_.get(), group.c_str(), name, H5P_DEFAULT, H5P_DEFAULT)));
+    H5Attribute a(
+        TRELLIS_H5(H5Aopen_by_name(file_.get(), group.c_str(), name, H5P_DEFAULT, H5P_DEFAULT)));
     H5Space space(TRELLIS_H5(H5Aget_space(a.get())));
-    std::vector<int> values(static_cast<std::size_t>(TRELLIS_H5(H5Sget_simple_extent_npoints(space.get()))));
+    std::vector<int> values(
+        static_cast<std::size_t>(TRELLIS_H5(H5Sget_simple_extent_npoints(space.get()))));
     TRELLIS_H5(H5Aread(a.get(), H5T_NATIVE_INT, values.data()));
     return values;
   }
@@ -91,7 +96,8 @@ class Reference {
 };
 
 template <class View>
-void compare(const std::string& what, const View& actual_view, const std::vector<double>& expected) {
+void compare(const std::string& what, const View& actual_view,
+             const std::vector<double>& expected) {
   const std::vector<float> actual = to_host(actual_view);
   REQUIRE(actual.size() == expected.size());
   int bad = 0;
@@ -126,7 +132,8 @@ void check_case(const Reference& ref, const std::string& name, nn::ParameterStor
   }
   REQUIRE(buffers.size() == (ref.has(name + "/buffers") ? ref.count(name + "/buffers") : 0));
   for (const auto& [buffer_name, view] : buffers) {
-    const std::vector<float> v = ref.floats(name + "/buffers_in/" + buffer_name.substr(prefix.size()));
+    const std::vector<float> v =
+        ref.floats(name + "/buffers_in/" + buffer_name.substr(prefix.size()));
     REQUIRE(v.size() == view.extent(0));
     Kokkos::deep_copy(view, to_device("b", v));
   }
@@ -140,7 +147,8 @@ void check_case(const Reference& ref, const std::string& name, nn::ParameterStor
   compare(name + "/dx", backward(as_matrix(dy, n, out), n), ref.doubles(name + "/dx"));
   for (std::size_t i = 0; i < store.size(); ++i) {
     const std::string torch_name = store.info(i).name.substr(prefix.size());
-    compare(name + "/grads/" + torch_name, store.grad(i), ref.doubles(name + "/grads/" + torch_name));
+    compare(name + "/grads/" + torch_name, store.grad(i),
+            ref.doubles(name + "/grads/" + torch_name));
   }
   for (const auto& [buffer_name, view] : buffers) {
     const std::string torch_name = buffer_name.substr(prefix.size());
@@ -194,9 +202,10 @@ TEST_CASE("MaxPool2d agrees with PyTorch, ties to the first maximum", "[cnn][tor
     check_layer(ref, name, pool, store);
     const std::vector<std::int32_t> expected = ref.ints(name + "/argmax");
     std::vector<std::int32_t> actual(expected.size());
-    Kokkos::deep_copy(Kokkos::View<std::int32_t*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-                          actual.data(), actual.size()),
-                      Kokkos::subview(pool.argmax(), Kokkos::make_pair(std::size_t{0}, actual.size())));
+    Kokkos::deep_copy(
+        Kokkos::View<std::int32_t*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+            actual.data(), actual.size()),
+        Kokkos::subview(pool.argmax(), Kokkos::make_pair(std::size_t{0}, actual.size())));
     CHECK(actual == expected);
   }
 }
@@ -204,7 +213,8 @@ TEST_CASE("MaxPool2d agrees with PyTorch, ties to the first maximum", "[cnn][tor
 TEST_CASE("BatchNorm2d agrees with PyTorch in training and eval mode", "[cnn][torch]") {
   const Reference ref;
   const std::string name = "batchnorm";
-  const int c = ref.attr(name, "channels"), h = ref.attr(name, "height"), w = ref.attr(name, "width");
+  const int c = ref.attr(name, "channels"), h = ref.attr(name, "height"),
+            w = ref.attr(name, "width");
   nn::ParameterStore store;
   nn::BatchNorm2d bn(store, "bn", c, h, w, /*capacity=*/4);
   store.finalize(1);
@@ -227,7 +237,8 @@ TEST_CASE("BasicBlock agrees with PyTorch (identity and projection shortcut)", "
   for (const std::string name : {"block_identity", "block_projection"}) {
     nn::ParameterStore store;
     nn::BasicBlock block(store, "block", ref.attr(name, "channels"), ref.attr(name, "out_channels"),
-                         ref.attr(name, "stride"), ref.attr(name, "height"), ref.attr(name, "width"),
+                         ref.attr(name, "stride"), ref.attr(name, "height"),
+                         ref.attr(name, "width"),
                          /*capacity=*/3);
     store.finalize(1);
     CHECK(block.has_projection() == (name == "block_projection"));
@@ -257,8 +268,7 @@ TEST_CASE("Cnn agrees with PyTorch end to end", "[cnn][torch]") {
   for (const nn::NamedBuffer& b : model.buffers()) buffers.emplace_back(b.name, b.data);
   nn::StepContext ctx;
   check_case(
-      ref, name, store, "", buffers,
-      [&](ConstMatrix x, int n) { return model.forward(x, n, ctx); },
+      ref, name, store, "", buffers, [&](ConstMatrix x, int n) { return model.forward(x, n, ctx); },
       [&](ConstMatrix dy, int n) {
         model.backward(dy, n);
         return first_rows(model.input_grad(), n);

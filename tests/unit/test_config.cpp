@@ -36,7 +36,8 @@ bool contains(const std::string& text, const std::string& part) {
 }  // namespace
 
 TEST_CASE("config file values and command-line overrides merge, command line wins", "[config]") {
-  auto path = write_ini("merge", "[train]\nglobal_batch = 64\nepochs = 2\n[model]\nhidden = 32, 16\n");
+  auto path =
+      write_ini("merge", "[train]\nglobal_batch = 64\nepochs = 2\n[model]\nhidden = 32, 16\n");
   auto raw = RawConfig::parse(path, {"--train.epochs=5", "--optim.lr=0.1"});
   auto cfg = TrainConfig::from(raw);
   CHECK(cfg.train.global_batch == 64);
@@ -82,11 +83,17 @@ TEST_CASE("batch arithmetic is checked against dp and the micro-batch", "[config
   copy.resolve_batch(4);
   CHECK(copy.train.micro_batch == 32);
   CHECK(copy.accumulation_steps(4) == 1);
-  CHECK(contains(error_of([&] { auto c = cfg; c.resolve_batch(3); }), "not divisible"));
+  CHECK(contains(error_of([&] {
+                   auto c = cfg;
+                   c.resolve_batch(3);
+                 }),
+                 "not divisible"));
 
-  auto accum = TrainConfig::from(RawConfig::parse("", {"--train.global_batch=128", "--train.micro_batch=16"}));
+  auto accum = TrainConfig::from(
+      RawConfig::parse("", {"--train.global_batch=128", "--train.micro_batch=16"}));
   accum.resolve_batch(2);
   CHECK(accum.accumulation_steps(2) == 4);
-  auto bad = TrainConfig::from(RawConfig::parse("", {"--train.global_batch=128", "--train.micro_batch=48"}));
+  auto bad = TrainConfig::from(
+      RawConfig::parse("", {"--train.global_batch=128", "--train.micro_batch=48"}));
   CHECK(contains(error_of([&] { bad.resolve_batch(2); }), "dp x micro_batch"));
 }

@@ -30,12 +30,16 @@ void bench(float dropout) {
   store.finalize(1);
 
   std::vector<std::int32_t> host(static_cast<std::size_t>(rows) + 1);
-  for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<std::int32_t>((i * 7919 + i / 3) % 256);
+  for (std::size_t i = 0; i < host.size(); ++i)
+    host[i] = static_cast<std::int32_t>((i * 7919 + i / 3) % 256);
   IntView tokens("tokens", host.size());
-  Kokkos::deep_copy(tokens, Kokkos::View<std::int32_t*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host.data(), host.size()));
+  Kokkos::deep_copy(tokens,
+                    Kokkos::View<std::int32_t*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                        host.data(), host.size()));
   const kernels::ConstLabels input(tokens.data(), static_cast<std::size_t>(rows));
   const kernels::ConstLabels targets(tokens.data() + 1, static_cast<std::size_t>(rows));
-  FloatView dlogits("dlogits", static_cast<std::size_t>(rows) * static_cast<std::size_t>(spec.vocab));
+  FloatView dlogits("dlogits",
+                    static_cast<std::size_t>(rows) * static_cast<std::size_t>(spec.vocab));
   const Matrix dl = as_matrix(dlogits, rows, spec.vocab);
 
   double loss = 0.0;
@@ -56,10 +60,11 @@ void bench(float dropout) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double tokens_per_s = static_cast<double>(steps) * rows / seconds;
   const double gflops = static_cast<double>(gpt.flops_per_sample()) * n * steps / seconds * 1e-9;
-  std::printf("%s, dropout %.1f, %d sequences: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s (model FLOPs), "
-              "%lld parameters, loss %.4f\n",
-              gpt.describe().c_str(), static_cast<double>(dropout), n, 1e3 * seconds / steps, tokens_per_s, gflops,
-              static_cast<long long>(store.num_elements()), loss);
+  std::printf(
+      "%s, dropout %.1f, %d sequences: %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s (model FLOPs), "
+      "%lld parameters, loss %.4f\n",
+      gpt.describe().c_str(), static_cast<double>(dropout), n, 1e3 * seconds / steps, tokens_per_s,
+      gflops, static_cast<long long>(store.num_elements()), loss);
   CHECK(tokens_per_s > 0.0);
 }
 

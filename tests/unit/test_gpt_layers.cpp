@@ -23,11 +23,11 @@
 using namespace trellis;
 using trellis::kernels::first_rows;
 using trellis::test::check_gradient;
+using trellis::test::gradcheck_layer;
 using trellis::test::random_values;
 using trellis::test::to_device;
 using trellis::test::to_host;
 using trellis::test::weighted_sum;
-using trellis::test::gradcheck_layer;
 
 namespace {
 
@@ -284,10 +284,10 @@ TEST_CASE("transformer Block gradients match finite differences", "[gpt][block][
     nn::Block block(store, "h.0", d, heads, T, /*capacity_rows=*/n, p);
     store.finalize(7);
     const std::vector<std::string> names{
-        "h.0.ln_1.weight",      "h.0.ln_1.bias",      "h.0.attn.c_attn.weight",
+        "h.0.ln_1.weight",      "h.0.ln_1.bias",          "h.0.attn.c_attn.weight",
         "h.0.attn.c_attn.bias", "h.0.attn.c_proj.weight", "h.0.attn.c_proj.bias",
-        "h.0.ln_2.weight",      "h.0.ln_2.bias",      "h.0.mlp.c_fc.weight",
-        "h.0.mlp.c_fc.bias",    "h.0.mlp.c_proj.weight", "h.0.mlp.c_proj.bias"};
+        "h.0.ln_2.weight",      "h.0.ln_2.bias",          "h.0.mlp.c_fc.weight",
+        "h.0.mlp.c_fc.bias",    "h.0.mlp.c_proj.weight",  "h.0.mlp.c_proj.bias"};
     REQUIRE(store.size() == names.size());
     for (std::size_t i = 0; i < names.size(); ++i) CHECK(store.info(i).name == names[i]);
     randomize_parameters(store, 50);

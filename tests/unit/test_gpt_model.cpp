@@ -45,8 +45,8 @@ std::vector<std::int32_t> random_tokens(std::size_t count, int vocab, std::uint6
 void randomize_parameters(nn::ParameterStore& store, std::uint64_t stream) {
   for (std::size_t i = 0; i < store.size(); ++i) {
     const std::string& name = store.info(i).name;
-    const bool gain = name.find("ln_") != std::string::npos &&
-                      name.substr(name.size() - 7) == ".weight";
+    const bool gain =
+        name.find("ln_") != std::string::npos && name.substr(name.size() - 7) == ".weight";
     kernels::fill_uniform(store.param_vector(i), gain ? 0.5f : -0.5f, gain ? 1.5f : 0.5f, 77,
                           stream + i);
   }
@@ -72,13 +72,19 @@ TEST_CASE("Gpt registers nanoGPT's parameters with GPT-2 init", "[gpt][model]") 
                                                       {"wpe.weight", {T, d}}};
   for (int i = 0; i < L; ++i) {
     const std::string h = "h." + std::to_string(i) + ".";
-    for (auto [name, shape] : std::vector<std::pair<std::string, Shape>>{
-             {"ln_1.weight", {d}},       {"ln_1.bias", {d}},
-             {"attn.c_attn.weight", {3 * d, d}}, {"attn.c_attn.bias", {3 * d}},
-             {"attn.c_proj.weight", {d, d}},     {"attn.c_proj.bias", {d}},
-             {"ln_2.weight", {d}},       {"ln_2.bias", {d}},
-             {"mlp.c_fc.weight", {4 * d, d}},    {"mlp.c_fc.bias", {4 * d}},
-             {"mlp.c_proj.weight", {d, 4 * d}},  {"mlp.c_proj.bias", {d}}}) {
+    for (auto [name, shape] :
+         std::vector<std::pair<std::string, Shape>>{{"ln_1.weight", {d}},
+                                                    {"ln_1.bias", {d}},
+                                                    {"attn.c_attn.weight", {3 * d, d}},
+                                                    {"attn.c_attn.bias", {3 * d}},
+                                                    {"attn.c_proj.weight", {d, d}},
+                                                    {"attn.c_proj.bias", {d}},
+                                                    {"ln_2.weight", {d}},
+                                                    {"ln_2.bias", {d}},
+                                                    {"mlp.c_fc.weight", {4 * d, d}},
+                                                    {"mlp.c_fc.bias", {4 * d}},
+                                                    {"mlp.c_proj.weight", {d, 4 * d}},
+                                                    {"mlp.c_proj.bias", {d}}}) {
       expected.emplace_back(h + name, shape);
     }
   }
@@ -162,8 +168,8 @@ TEST_CASE("Gpt rejects out-of-range tokens with InputError", "[gpt][model]") {
   CHECK(text.find("token id 11 at position 7") != std::string::npos);
   FloatView dl("dl", 10 * 11);
   CHECK_THROWS(gpt.backward(as_matrix(dl, 10, 11), 2));  // no forward completed
-  CHECK_THROWS_AS(gpt.forward(t, 3, {}), Error);  // 10 ids for 3 sequences of 5
-  CHECK_THROWS_AS(gpt.forward(t, 5, {}), Error);  // capacity is 4
+  CHECK_THROWS_AS(gpt.forward(t, 3, {}), Error);         // 10 ids for 3 sequences of 5
+  CHECK_THROWS_AS(gpt.forward(t, 5, {}), Error);         // capacity is 4
 }
 
 TEST_CASE("whole Gpt gradient (tied head) matches finite differences", "[gpt][model][gradcheck]") {
@@ -214,7 +220,8 @@ TEST_CASE("Gpt is causal over tokens and works one sequence at a time in eval", 
         std::vector<std::int32_t>(tokens.begin() + b * T, tokens.begin() + (b + 1) * T));
     const auto logits1 = to_host(gpt.forward(one, 1, {9, 3, 7, false}));  // seed/step/first unused
     REQUIRE(logits1.size() == static_cast<std::size_t>(T * V));
-    for (int i = 0; i < T * V; ++i) CHECK(logits1[i] == Approx(logits2[b * T * V + i]).margin(1e-5));
+    for (int i = 0; i < T * V; ++i)
+      CHECK(logits1[i] == Approx(logits2[b * T * V + i]).margin(1e-5));
   }
   // Eval mode ignores dropout and the context: repeated calls agree exactly.
   CHECK(to_host(gpt.forward(both, 2, {5, 6, 0, false})) == logits2);
@@ -258,7 +265,8 @@ TEST_CASE("Gpt loss and gradients of a batch equal the sum over its parts", "[gp
     for (auto [first, count] : parts) {
       const nn::StepContext ctx{17, 3, first, true};
       const kernels::ConstLabels tk(tokens.data() + first * T, static_cast<std::size_t>(count * T));
-      const kernels::ConstLabels tg(targets.data() + first * T, static_cast<std::size_t>(count * T));
+      const kernels::ConstLabels tg(targets.data() + first * T,
+                                    static_cast<std::size_t>(count * T));
       const ConstMatrix logits = gpt.forward(tk, count, ctx);
       loss_sum += kernels::softmax_xent_forward(logits, tg).loss_sum;
       const Matrix dl = as_matrix(dlogits, count * T, V);

@@ -29,8 +29,8 @@ TEST_CASE("bias_add broadcasts over rows; column sums accumulate", "[kernels]") 
 
 TEST_CASE("relu and exact gelu match reference values", "[kernels]") {
   const std::vector<float> xs{-3.0f, -1.0f, -0.25f, 0.0f, 0.5f, 1.0f, 2.5f};
-  FloatView x = to_device("x", xs), y("y", xs.size()), dy = to_device("dy", std::vector<float>(xs.size(), 2.0f)),
-            dx("dx", xs.size());
+  FloatView x = to_device("x", xs), y("y", xs.size()),
+            dy = to_device("dy", std::vector<float>(xs.size(), 2.0f)), dx("dx", xs.size());
   const int n = static_cast<int>(xs.size());
 
   kernels::relu_forward(as_matrix(x, 1, n), as_matrix(y, 1, n));

@@ -66,7 +66,8 @@ TEST_CASE("gemm with beta = 0 overwrites C without reading it", "[kernels][gemm]
   auto c_host = std::vector<float>(6, std::numeric_limits<float>::quiet_NaN());
   FloatView a = to_device("a", {1, 2, 3, 4}), b = to_device("b", {1, 0, 2, 0, 1, 3});
   FloatView c = to_device("c", c_host);
-  kernels::gemm(false, false, 1.0f, as_matrix(a, 2, 2), as_matrix(b, 2, 3), 0.0f, as_matrix(c, 2, 3));
+  kernels::gemm(false, false, 1.0f, as_matrix(a, 2, 2), as_matrix(b, 2, 3), 0.0f,
+                as_matrix(c, 2, 3));
   CHECK(to_host(c) == std::vector<float>{1, 2, 8, 3, 4, 18});
 }
 

@@ -35,7 +35,8 @@ TEST_CASE("softmax cross-entropy matches a hand computation", "[kernels][xent]")
   CHECK(d[3] == Approx(0.5 / 3.0).epsilon(1e-5));
   CHECK(d[4] == Approx(0.5 * (1.0 / 3.0 - 1.0)).epsilon(1e-5));
   // Each row of (softmax - onehot) sums to zero.
-  for (int r = 0; r < 3; ++r) CHECK(d[3 * r] + d[3 * r + 1] + d[3 * r + 2] == Approx(0.0).margin(1e-6));
+  for (int r = 0; r < 3; ++r)
+    CHECK(d[3 * r] + d[3 * r + 1] + d[3 * r + 2] == Approx(0.0).margin(1e-6));
 }
 
 TEST_CASE("softmax cross-entropy is stable for large logits", "[kernels][xent]") {
@@ -66,7 +67,8 @@ TEST_CASE("an out-of-range label raises InputError naming value and row", "[kern
   }
   // The first bad row is reported when there are several.
   IntView labels = labels_to_device({0, 7, 9, 1});
-  CHECK_THROWS_AS(kernels::softmax_xent_forward(as_matrix(logits, 4, 3), labels), trellis::InputError);
+  CHECK_THROWS_AS(kernels::softmax_xent_forward(as_matrix(logits, 4, 3), labels),
+                  trellis::InputError);
   try {
     kernels::softmax_xent_forward(as_matrix(logits, 4, 3), labels);
   } catch (const trellis::InputError& e) {

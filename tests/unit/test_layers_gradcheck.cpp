@@ -15,11 +15,11 @@
 using namespace trellis;
 using trellis::kernels::first_rows;
 using trellis::test::check_gradient;
+using trellis::test::gradcheck_layer;
 using trellis::test::random_values;
 using trellis::test::to_device;
 using trellis::test::to_host;
 using trellis::test::weighted_sum;
-using trellis::test::gradcheck_layer;
 
 namespace {
 
@@ -49,7 +49,8 @@ TEST_CASE("ReLU and GELU gradients match finite differences", "[nn][layers][grad
   gradcheck_layer(gelu, store, 3, random_values(18, 3, -3.0f, 3.0f), {});
 }
 
-TEST_CASE("Dropout gradients match finite differences under a fixed mask", "[nn][layers][gradcheck]") {
+TEST_CASE("Dropout gradients match finite differences under a fixed mask",
+          "[nn][layers][gradcheck]") {
   nn::ParameterStore store;
   store.finalize(0);
   nn::Dropout drop("drop", 8, 5, 0.4f);

@@ -100,7 +100,8 @@ TEST_CASE("dropout mask does not depend on how the batch is split", "[nn][layers
 
   // A new step, another layer name or another seed gives another mask.
   ctx.first_sample = 0;
-  for (nn::StepContext other : {nn::StepContext{123, 5, 0, true}, nn::StepContext{124, 4, 0, true}}) {
+  for (nn::StepContext other :
+       {nn::StepContext{123, 5, 0, true}, nn::StepContext{124, 4, 0, true}}) {
     whole.forward(as_matrix(x, rows, features), rows, other);
     CHECK(to_host(whole.output()) != y_whole);
   }
@@ -128,13 +129,13 @@ TEST_CASE("layers reject calls that do not fit their buffers", "[nn][layers]") {
   FloatView x("x", 30), dy("dy", 20);
   CHECK_THROWS_AS(fc.forward(as_matrix(x, 4, 3), 4, {}), trellis::Error);  // store not finalized
   store.finalize(1);
-  CHECK_THROWS_AS(fc.backward(as_matrix(dy, 4, 2), 4), trellis::Error);  // no forward yet
+  CHECK_THROWS_AS(fc.backward(as_matrix(dy, 4, 2), 4), trellis::Error);    // no forward yet
   CHECK_THROWS_AS(fc.forward(as_matrix(x, 5, 3), 5, {}), trellis::Error);  // n > capacity
   CHECK_THROWS_AS(fc.forward(as_matrix(x, 4, 5), 4, {}), trellis::Error);  // wrong features
   CHECK_THROWS_AS(fc.forward(as_matrix(x, 2, 3), 3, {}), trellis::Error);  // too few rows
   fc.forward(as_matrix(x, 4, 3), 3, {});                                   // more rows than n: ok
-  CHECK_THROWS_AS(fc.backward(as_matrix(dy, 4, 2), 4), trellis::Error);  // n differs from forward
-  CHECK_THROWS_AS(fc.backward(as_matrix(dy, 4, 3), 3), trellis::Error);  // wrong features
+  CHECK_THROWS_AS(fc.backward(as_matrix(dy, 4, 2), 4), trellis::Error);    // n differs from forward
+  CHECK_THROWS_AS(fc.backward(as_matrix(dy, 4, 3), 3), trellis::Error);    // wrong features
   fc.backward(as_matrix(dy, 4, 2), 3);
   fc.forward(as_matrix(x, 4, 3), 0, {});  // empty call
   fc.backward(as_matrix(dy, 4, 2), 0);

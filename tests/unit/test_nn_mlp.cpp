@@ -35,7 +35,7 @@ TEST_CASE("Mlp registers named parameters and counts FLOPs", "[nn][mlp]") {
   nn::ParameterStore store;
   nn::Mlp mlp(small_spec("relu", 0.1f), store);
   const std::vector<std::pair<std::string, Shape>> expected{
-      {"fc1.weight", {5, 6}}, {"fc1.bias", {5}},  {"fc2.weight", {4, 5}},
+      {"fc1.weight", {5, 6}}, {"fc1.bias", {5}},       {"fc2.weight", {4, 5}},
       {"fc2.bias", {4}},      {"head.weight", {3, 4}}, {"head.bias", {3}}};
   REQUIRE(store.size() == expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {

@@ -80,7 +80,8 @@ TEST_CASE("parameter init depends on name and seed, not registration order", "[n
   forward_order.finalize(42);
   reverse_order.finalize(42);
   other_seed.finalize(43);
-  CHECK(forward_order.info(0).offset != reverse_order.info(*reverse_order.find("fc1.weight")).offset);
+  CHECK(forward_order.info(0).offset !=
+        reverse_order.info(*reverse_order.find("fc1.weight")).offset);
   const auto a = values_by_name(forward_order), b = values_by_name(reverse_order),
              c = values_by_name(other_seed);
   CHECK(a == b);
@@ -98,7 +99,8 @@ TEST_CASE("parameter init depends on name and seed, not registration order", "[n
 TEST_CASE("kaiming and xavier bounds are respected and reached", "[nn][params]") {
   ParameterStore store;
   const auto w = store.add("big.weight", {256, 100}, InitSpec::kaiming_uniform(100), true);
-  const auto linear = store.add("lin.weight", {64, 49}, InitSpec::kaiming_uniform(49, 1.0 / std::sqrt(3.0)), true);
+  const auto linear =
+      store.add("lin.weight", {64, 49}, InitSpec::kaiming_uniform(49, 1.0 / std::sqrt(3.0)), true);
   const auto x = store.add("x.weight", {30, 50}, InitSpec::xavier_uniform(50, 30), true);
   store.finalize(3);
   struct Case {

@@ -45,8 +45,10 @@ inline IntView labels_to_device(const std::vector<std::int32_t>& host) {
 template <class View>
 std::vector<float> to_host(const View& v) {
   std::vector<float> host(v.size());
-  Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(host.data(), host.size());
-  Kokkos::View<const float*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> flat(v.data(), v.size());
+  Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(host.data(),
+                                                                             host.size());
+  Kokkos::View<const float*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> flat(v.data(),
+                                                                                     v.size());
   Kokkos::fence();
   Kokkos::deep_copy(h, flat);
   return host;
@@ -102,7 +104,8 @@ double weighted_sum(const View& y, const std::vector<float>& w) {
 // `check(what, values, analytic, loss)` compares one tensor (check_gradient, or a variant).
 template <class Check>
 void gradcheck_layer_with(nn::Layer& layer, nn::ParameterStore& store, int n,
-                          const std::vector<float>& x_host, const nn::StepContext& ctx, Check check) {
+                          const std::vector<float>& x_host, const nn::StepContext& ctx,
+                          Check check) {
   const int in = layer.in_features(), out = layer.out_features();
   REQUIRE(x_host.size() == static_cast<std::size_t>(n * in));
   FloatView x = to_device("x", x_host);
@@ -120,17 +123,19 @@ void gradcheck_layer_with(nn::Layer& layer, nn::ParameterStore& store, int n,
   for (std::size_t i = 0; i < store.size(); ++i) dparams.push_back(to_host(store.grad(i)));
 
   check(layer.name() + ".input", x, dx, loss);
-  for (std::size_t i = 0; i < store.size(); ++i) check(store.info(i).name, store.param(i), dparams[i], loss);
+  for (std::size_t i = 0; i < store.size(); ++i)
+    check(store.info(i).name, store.param(i), dparams[i], loss);
 }
 
 inline void gradcheck_layer(nn::Layer& layer, nn::ParameterStore& store, int n,
                             const std::vector<float>& x_host, const nn::StepContext& ctx,
                             float eps = 1e-3f) {
-  gradcheck_layer_with(layer, store, n, x_host, ctx,
-                       [eps](const std::string& what, const FloatView& values,
-                             const std::vector<float>& analytic, const std::function<double()>& loss) {
-                         check_gradient(what, values, analytic, loss, eps);
-                       });
+  gradcheck_layer_with(
+      layer, store, n, x_host, ctx,
+      [eps](const std::string& what, const FloatView& values, const std::vector<float>& analytic,
+            const std::function<double()>& loss) {
+        check_gradient(what, values, analytic, loss, eps);
+      });
 }
 
 }  // namespace trellis::test

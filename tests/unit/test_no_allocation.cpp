@@ -5,9 +5,9 @@
 #include "catch.hpp"
 
 #include "trellis/data/sampler.hpp"
+#include "trellis/kernels/random_fill.hpp"
 #include "trellis/nn/cnn.hpp"
 #include "trellis/nn/gpt.hpp"
-#include "trellis/kernels/random_fill.hpp"
 #include "trellis/nn/mlp.hpp"
 #include "trellis/nn/softmax_xent.hpp"
 #include "trellis/optim/clip.hpp"
@@ -89,8 +89,8 @@ namespace {
 
 // Two warm-up steps, then counts allocations over four training steps and one eval forward.
 long allocations_in_steady_state(trellis::nn::Model& model, trellis::nn::ParameterStore& store,
-                                 const trellis::nn::ModelInput& input, trellis::kernels::ConstLabels targets,
-                                 int n) {
+                                 const trellis::nn::ModelInput& input,
+                                 trellis::kernels::ConstLabels targets, int n) {
   using namespace trellis;
   nn::SoftmaxCrossEntropy loss(model.classes(), n * model.rows_per_sample());
   OptimizerSpec ospec;

@@ -35,8 +35,10 @@ TEST_CASE("clip_grad_norm scales only when the norm exceeds max_norm", "[optim][
   // Above: scaled by max_norm / (norm + 1e-6), returning the norm before clipping.
   CHECK(trellis::clip_grad_norm(grads, 6.5) == 13.0);
   const double coef = 6.5 / (13.0 + 1e-6);
-  check_close(to_host(grads), {static_cast<float>(3 * coef), static_cast<float>(-4 * coef), 0.f,
-                               static_cast<float>(12 * coef)}, 1e-7);
+  check_close(to_host(grads),
+              {static_cast<float>(3 * coef), static_cast<float>(-4 * coef), 0.f,
+               static_cast<float>(12 * coef)},
+              1e-7);
   CHECK(trellis::global_grad_norm(grads) == Approx(6.5).epsilon(1e-6));
 }
 

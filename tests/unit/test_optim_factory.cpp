@@ -49,9 +49,7 @@ TEST_CASE("make_optimizer builds each type with its named state", "[optim]") {
 }
 
 TEST_CASE("make_optimizer rejects bad specs naming the key", "[optim]") {
-  auto error_for = [](trellis::OptimizerSpec spec) {
-    return config_error_of([&] { make(spec); });
-  };
+  auto error_for = [](trellis::OptimizerSpec spec) { return config_error_of([&] { make(spec); }); };
   const std::string unknown = error_for(spec_of("lamb"));
   CHECK(contains(unknown, "optim.type"));
   CHECK(contains(unknown, "'lamb'"));
@@ -80,8 +78,7 @@ TEST_CASE("make_optimizer rejects bad specs naming the key", "[optim]") {
                   trellis::Error);
 }
 
-TEST_CASE("a ranged step touches only its range, and matches the full step there",
-          "[optim]") {
+TEST_CASE("a ranged step touches only its range, and matches the full step there", "[optim]") {
   for (const char* type : {"sgd", "adam", "adamw", "rmsprop"}) {
     INFO(type);
     auto full = make(spec_of(type));
@@ -98,8 +95,7 @@ TEST_CASE("a ranged step touches only its range, and matches the full step there
     CHECK(b[2] == a[2]);
     for (const auto& [name, view] : ranged->state()) CHECK(to_host(view)[0] == 0.f);
     CHECK(ranged->step_count() == 2);
-    CHECK_THROWS_AS(ranged->step(p_ranged, to_device({0.f, 0.f, 0.f}), 0.1f, 2, 4),
-                    trellis::Error);
+    CHECK_THROWS_AS(ranged->step(p_ranged, to_device({0.f, 0.f, 0.f}), 0.1f, 2, 4), trellis::Error);
     CHECK_THROWS_AS(ranged->step(p_ranged, to_device({0.f, 0.f}), 0.1f), trellis::Error);
   }
 }

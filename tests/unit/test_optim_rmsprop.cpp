@@ -12,8 +12,8 @@ using optim_test::to_host;
 
 namespace {
 
-const std::vector<std::vector<float>> kGrads = {{0.5f, -1.f, 2.f}, {1.f, 1.f, -1.f},
-                                                {-0.5f, 0.25f, 0.5f}};
+const std::vector<std::vector<float>> kGrads = {
+    {0.5f, -1.f, 2.f}, {1.f, 1.f, -1.f}, {-0.5f, 0.25f, 0.5f}};
 
 trellis::OptimizerSpec rmsprop_spec(float momentum, float weight_decay) {
   trellis::OptimizerSpec spec;

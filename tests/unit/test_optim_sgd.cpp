@@ -12,8 +12,8 @@ using optim_test::to_host;
 
 namespace {
 
-const std::vector<std::vector<float>> kGrads = {{0.5f, -1.f, 2.f}, {1.f, 1.f, -1.f},
-                                                {-0.5f, 0.25f, 0.5f}};
+const std::vector<std::vector<float>> kGrads = {
+    {0.5f, -1.f, 2.f}, {1.f, 1.f, -1.f}, {-0.5f, 0.25f, 0.5f}};
 
 trellis::OptimizerSpec sgd_spec(float momentum, bool nesterov, float weight_decay) {
   trellis::OptimizerSpec spec;

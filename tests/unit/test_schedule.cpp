@@ -78,11 +78,11 @@ TEST_CASE("onecycle matches torch OneCycleLR with cos annealing", "[optim][sched
   spec.div_factor = 25.f;
   spec.final_div_factor = 1e4f;
   const trellis::LrSchedule sched(spec);
-  CHECK(sched.lr(0) == near(0.004));  // max / div_factor
-  CHECK(sched.lr(12) == near(0.052));  // halfway up: (0.004 + 0.1) / 2
-  CHECK(sched.lr(24) == near(0.1));    // peak
+  CHECK(sched.lr(0) == near(0.004));                        // max / div_factor
+  CHECK(sched.lr(12) == near(0.052));                       // halfway up: (0.004 + 0.1) / 2
+  CHECK(sched.lr(24) == near(0.1));                         // peak
   CHECK(sched.lr(49) == near(4e-7 + (0.1 - 4e-7) * 0.75));  // a third of the way down
-  CHECK(sched.lr(99) == near(4e-7));  // max / (div_factor * final_div_factor)
+  CHECK(sched.lr(99) == near(4e-7));                        // max / (div_factor * final_div_factor)
   CHECK(sched.lr(150) == near(4e-7));
 
   spec.warmup_steps = 10;  // ignored by onecycle

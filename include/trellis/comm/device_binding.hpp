@@ -12,10 +12,10 @@ namespace trellis {
 
 struct NodeBinding {
   std::string hostname;
-  int local_rank = 0;    // rank among the ranks of this node
-  int local_size = 1;    // ranks on this node
-  int node_count = 1;    // nodes in the job
-  int device = -1;       // device id handed to Kokkos, -1 on host-only builds
+  int local_rank = 0;  // rank among the ranks of this node
+  int local_size = 1;  // ranks on this node
+  int node_count = 1;  // nodes in the job
+  int device = -1;     // device id handed to Kokkos, -1 on host-only builds
   int visible_devices = 0;
 };
 

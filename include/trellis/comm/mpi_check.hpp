@@ -13,10 +13,10 @@ namespace trellis {
 std::string mpi_error_string(int code);
 }
 
-#define TRELLIS_MPI(call)                                                            \
-  do {                                                                               \
-    const int trellis_mpi_rc_ = (call);                                              \
-    if (trellis_mpi_rc_ != MPI_SUCCESS)                                              \
+#define TRELLIS_MPI(call)                                                                       \
+  do {                                                                                          \
+    const int trellis_mpi_rc_ = (call);                                                         \
+    if (trellis_mpi_rc_ != MPI_SUCCESS)                                                         \
       ::trellis::throw_call_failure("MPI", #call, ::trellis::mpi_error_string(trellis_mpi_rc_), \
-                                    __FILE__, __LINE__);                             \
+                                    __FILE__, __LINE__);                                        \
   } while (0)

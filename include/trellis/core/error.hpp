@@ -47,8 +47,8 @@ inline void check_call(bool ok, const char* api, const char* call, const std::st
 }  // namespace trellis
 
 // Internal invariants and user-facing preconditions that are not C API calls.
-#define TRELLIS_REQUIRE(cond, message)                                             \
-  do {                                                                             \
-    if (!(cond)) throw ::trellis::Error(std::string("requirement failed: ") + #cond + \
-                                        ": " + (message));                         \
+#define TRELLIS_REQUIRE(cond, message)                                                        \
+  do {                                                                                        \
+    if (!(cond))                                                                              \
+      throw ::trellis::Error(std::string("requirement failed: ") + #cond + ": " + (message)); \
   } while (0)

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#define TRELLIS_KERNEL_LABEL(text)                  \
-  ([]() -> const std::string& {                     \
-    static const std::string trellis_label_(text);  \
-    return trellis_label_;                          \
+#define TRELLIS_KERNEL_LABEL(text)                 \
+  ([]() -> const std::string& {                    \
+    static const std::string trellis_label_(text); \
+    return trellis_label_;                         \
   }())

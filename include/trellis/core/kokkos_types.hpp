@@ -19,8 +19,8 @@ using HostFloatView = Kokkos::View<float*, HostSpace>;
 using HostIntView = Kokkos::View<std::int32_t*, HostSpace>;
 
 // Row-major [rows, cols] window onto the first rows*cols elements of a flat buffer.
-using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, MemSpace,
-                            Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using Matrix =
+    Kokkos::View<float**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 using ConstMatrix = Kokkos::View<const float**, Kokkos::LayoutRight, MemSpace,
                                  Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 

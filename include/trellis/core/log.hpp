@@ -12,8 +12,8 @@ class Logger {
   int rank() const { return rank_; }
 
   void info(const std::string& message) const;   // rank 0, stdout
-  void warn(const std::string& message) const;    // any rank, stderr
-  void error(const std::string& message) const;   // any rank, stderr
+  void warn(const std::string& message) const;   // any rank, stderr
+  void error(const std::string& message) const;  // any rank, stderr
 
  private:
   int rank_;

@@ -21,14 +21,16 @@ struct Philox4x32 {
 };
 
 KOKKOS_INLINE_FUNCTION Philox4x32 philox4x32_10(Philox4x32 counter, std::uint32_t key0,
-                                                 std::uint32_t key1) {
+                                                std::uint32_t key1) {
   constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
   constexpr std::uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {
     const std::uint64_t p0 = static_cast<std::uint64_t>(kMul0) * counter.v[0];
     const std::uint64_t p1 = static_cast<std::uint64_t>(kMul1) * counter.v[2];
-    const std::uint32_t hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
-    const std::uint32_t hi1 = static_cast<std::uint32_t>(p1 >> 32), lo1 = static_cast<std::uint32_t>(p1);
+    const std::uint32_t hi0 = static_cast<std::uint32_t>(p0 >> 32),
+                        lo0 = static_cast<std::uint32_t>(p0);
+    const std::uint32_t hi1 = static_cast<std::uint32_t>(p1 >> 32),
+                        lo1 = static_cast<std::uint32_t>(p1);
     counter = Philox4x32{{hi1 ^ counter.v[1] ^ key0, lo1, hi0 ^ counter.v[3] ^ key1, lo0}};
     key0 += kWeyl0;
     key1 += kWeyl1;
@@ -38,9 +40,10 @@ KOKKOS_INLINE_FUNCTION Philox4x32 philox4x32_10(Philox4x32 counter, std::uint32_
 
 // Four independent 32-bit words for (seed, stream, index).
 KOKKOS_INLINE_FUNCTION Philox4x32 random_words(std::uint64_t seed, std::uint64_t stream,
-                                                std::uint64_t index) {
+                                               std::uint64_t index) {
   Philox4x32 counter{{static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32),
-                      static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)}};
+                      static_cast<std::uint32_t>(stream),
+                      static_cast<std::uint32_t>(stream >> 32)}};
   return philox4x32_10(counter, static_cast<std::uint32_t>(seed),
                        static_cast<std::uint32_t>(seed >> 32));
 }
@@ -62,8 +65,7 @@ KOKKOS_INLINE_FUNCTION float random_normal(std::uint64_t seed, std::uint64_t str
   const Philox4x32 w = random_words(seed, stream, index);
   const double u1 = (static_cast<double>(w.v[0]) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]
   const double u2 = static_cast<double>(w.v[1]) * (1.0 / 4294967296.0);
-  return static_cast<float>(math::sqrt(-2.0 * math::log(u1)) *
-                            math::cos(6.283185307179586 * u2));
+  return static_cast<float>(math::sqrt(-2.0 * math::log(u1)) * math::cos(6.283185307179586 * u2));
 }
 
 // Stable 64-bit stream id for a name (FNV-1a), e.g. a parameter's "fc1.weight".

@@ -1,7 +1,8 @@
 // TokenDataset: a stream of token ids (text for language models) stored in one or more HDF5
 // files, read in parallel: every rank opens every shard and reads only its own windows.
 //
-// ---- File format "trellis.tokens", version 1 (also in README.md ("Token data format")) ---------------
+// ---- File format "trellis.tokens", version 1 (also in README.md ("Token data format"))
+// ---------------
 //
 //   /tokens    uint16 (vocab_size <= 65536) or uint32, shape [N], one token id per element,
 //              chunked (64 Ki tokens per chunk by default)

@@ -26,8 +26,8 @@ void merge_heads(ConstVector heads, int d, int n_head, int seq_len, Matrix rows,
 // stacked matrix X ([batch * rows_x, cols_x], blocks of rows_x = extent(0) / batch rows).
 // Loops kernels::gemm over the blocks (no copies; cuBLAS's strided-batched GEMM is the device
 // upgrade). Throws when a stack does not divide into `batch` blocks or the blocks do not fit.
-void gemm_batched(bool trans_a, bool trans_b, float alpha, ConstMatrix a, ConstMatrix b,
-                  float beta, Matrix c, int batch);
+void gemm_batched(bool trans_a, bool trans_b, float alpha, ConstMatrix a, ConstMatrix b, float beta,
+                  Matrix c, int batch);
 
 // Causal softmax, in place, over the rows of a stack of [T, T] score matrices: s [m * T, T]
 // (T = s.extent(1)); row r is query position t = r % T of its matrix. Columns j <= t get

@@ -23,8 +23,12 @@ struct ConvGeometry {
   int channels = 0, height = 0, width = 0;  // input image [C, H, W]
   int kernel = 1, stride = 1, padding = 0;
 
-  KOKKOS_INLINE_FUNCTION int out_height() const { return (height + 2 * padding - kernel) / stride + 1; }
-  KOKKOS_INLINE_FUNCTION int out_width() const { return (width + 2 * padding - kernel) / stride + 1; }
+  KOKKOS_INLINE_FUNCTION int out_height() const {
+    return (height + 2 * padding - kernel) / stride + 1;
+  }
+  KOKKOS_INLINE_FUNCTION int out_width() const {
+    return (width + 2 * padding - kernel) / stride + 1;
+  }
   std::int64_t image_size() const {  // C*H*W
     return static_cast<std::int64_t>(channels) * height * width;
   }

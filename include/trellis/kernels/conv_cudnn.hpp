@@ -27,7 +27,7 @@ class CudnnConvolution {
   void backward(ConstMatrix x, ConstMatrix dy, int n, ConstVector w, Vector dw, Matrix dx);
 
  private:
-  struct State;                   // cudnn.h stays out of this header
+  struct State;  // cudnn.h stays out of this header
   std::unique_ptr<State> state_;
 };
 

@@ -29,7 +29,6 @@ XentResult softmax_xent_forward(ConstMatrix logits, ConstLabels labels);
 // scale is the caller's normalisation, e.g. 1 / global_batch, so that summing gradients over
 // data-parallel ranks gives the gradient of the global mean loss. Rows with an out-of-range
 // label (which forward rejects) get plain softmax * scale; nothing is read out of bounds.
-void softmax_xent_backward(ConstMatrix logits, ConstLabels labels, float scale,
-                           Matrix dlogits);
+void softmax_xent_backward(ConstMatrix logits, ConstLabels labels, float scale, Matrix dlogits);
 
 }  // namespace trellis::kernels

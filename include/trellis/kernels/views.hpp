@@ -49,15 +49,15 @@ void require_same_shape(const A& a, const B& b, const char* kernel) {
 
 // Rows [0, n) of a row-major matrix: a window, no copy, no allocation.
 inline ConstMatrix first_rows(const ConstMatrix& m, int n) {
-  TRELLIS_REQUIRE(n >= 0 && static_cast<std::size_t>(n) <= m.extent(0),
-                  "first_rows: asked for " + std::to_string(n) + " rows of a " +
-                      extents_string(m) + " matrix");
+  TRELLIS_REQUIRE(
+      n >= 0 && static_cast<std::size_t>(n) <= m.extent(0),
+      "first_rows: asked for " + std::to_string(n) + " rows of a " + extents_string(m) + " matrix");
   return ConstMatrix(m.data(), static_cast<std::size_t>(n), m.extent(1));
 }
 inline Matrix first_rows(const Matrix& m, int n) {
-  TRELLIS_REQUIRE(n >= 0 && static_cast<std::size_t>(n) <= m.extent(0),
-                  "first_rows: asked for " + std::to_string(n) + " rows of a " +
-                      extents_string(m) + " matrix");
+  TRELLIS_REQUIRE(
+      n >= 0 && static_cast<std::size_t>(n) <= m.extent(0),
+      "first_rows: asked for " + std::to_string(n) + " rows of a " + extents_string(m) + " matrix");
   return Matrix(m.data(), static_cast<std::size_t>(n), m.extent(1));
 }
 

@@ -42,8 +42,8 @@
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/kernels/dropout.hpp"
 #include "trellis/nn/layer.hpp"
-#include "trellis/nn/parameter_store.hpp"
 #include "trellis/nn/linear.hpp"
+#include "trellis/nn/parameter_store.hpp"
 #include "trellis/nn/transformer_init.hpp"
 
 #include <cstdint>

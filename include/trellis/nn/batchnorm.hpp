@@ -42,8 +42,8 @@ class BatchNorm2d : public Layer {
  public:
   // Registers "<name>.weight" and "<name>.bias" in `store` (before store.finalize()).
   // sync: statistics over all ranks of this communicator (nullptr: this rank's rows only).
-  BatchNorm2d(ParameterStore& store, const std::string& name, int channels, int height,
-              int width, int capacity, float momentum = 0.1f, float eps = 1e-5f,
+  BatchNorm2d(ParameterStore& store, const std::string& name, int channels, int height, int width,
+              int capacity, float momentum = 0.1f, float eps = 1e-5f,
               const MpiComm* sync = nullptr);
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;

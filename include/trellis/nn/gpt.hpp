@@ -51,10 +51,10 @@ struct GptSpec {
   int n_layer = 0;
   int n_head = 0;
   int d_model = 0;
-  int seq_len = 0;      // T: tokens per sequence (context window)
+  int seq_len = 0;  // T: tokens per sequence (context window)
   int vocab = 0;
   float dropout = 0.0f;
-  int capacity = 0;     // most sequences per forward/backward call
+  int capacity = 0;  // most sequences per forward/backward call
 };
 
 // Throws ConfigError naming the first bad field (model.n_layer, model.n_head, model.d_model,
@@ -102,8 +102,8 @@ class Gpt : public Model {
   Dropout drop_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<LayerNorm> ln_f_;  // built after the blocks: registration in forward order
-  FloatView logits_;  // [capacity * T * vocab]
-  FloatView dhf_;     // [capacity * T * d]
+  FloatView logits_;                 // [capacity * T * vocab]
+  FloatView dhf_;                    // [capacity * T * d]
   int last_n_ = -1;
 };
 

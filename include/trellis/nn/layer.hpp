@@ -20,10 +20,10 @@
 namespace trellis::nn {
 
 struct StepContext {
-  std::uint64_t seed = 0;        // run seed (dropout masks)
-  std::int64_t step = 0;         // optimizer step: a fresh dropout mask per step
-  std::int64_t first_sample = 0; // global index, within the global batch, of row 0 of this call
-  bool training = true;          // false: dropout is the identity
+  std::uint64_t seed = 0;         // run seed (dropout masks)
+  std::int64_t step = 0;          // optimizer step: a fresh dropout mask per step
+  std::int64_t first_sample = 0;  // global index, within the global batch, of row 0 of this call
+  bool training = true;           // false: dropout is the identity
 };
 
 class Layer {
@@ -58,14 +58,14 @@ class Layer {
   ConstMatrix begin_backward(const ConstMatrix& output_grad, int n) const;
 
   ConstMatrix saved_input() const { return saved_input_; }  // [n, in_features] of last forward
-  Matrix output_rows(int n) const;                           // [n, out_features]
-  Matrix input_grad_rows(int n) const;                       // [n, in_features]
+  Matrix output_rows(int n) const;                          // [n, out_features]
+  Matrix input_grad_rows(int n) const;                      // [n, in_features]
 
  private:
   std::string name_;
   int in_features_, out_features_, capacity_;
-  FloatView output_;      // [capacity * out_features]
-  FloatView input_grad_;  // [capacity * in_features]
+  FloatView output_;         // [capacity * out_features]
+  FloatView input_grad_;     // [capacity * in_features]
   ConstMatrix saved_input_;  // [n, in_features] window onto the caller's input (not owned)
   bool has_forward_ = false;
 };

@@ -23,12 +23,12 @@ namespace trellis::nn {
 
 struct MlpSpec {
   int input_dim = 0;
-  std::vector<int> hidden;             // widths of the hidden layers (may be empty)
+  std::vector<int> hidden;  // widths of the hidden layers (may be empty)
   int classes = 0;
-  std::string activation = "relu";     // "relu" | "gelu"
-  float dropout = 0.0f;                // after each hidden activation; 0 = no dropout layers
-  std::string init = "kaiming";        // "kaiming" (PyTorch Linear default) | "xavier"
-  int capacity = 0;                    // max rows per forward/backward call
+  std::string activation = "relu";  // "relu" | "gelu"
+  float dropout = 0.0f;             // after each hidden activation; 0 = no dropout layers
+  std::string init = "kaiming";     // "kaiming" (PyTorch Linear default) | "xavier"
+  int capacity = 0;                 // max rows per forward/backward call
 };
 
 class Mlp : public Model {

@@ -43,13 +43,13 @@ class Model {
   // dlogits: [n * rows_per_sample(), classes()], n as in the last forward.
   virtual void backward(ConstMatrix dlogits, int n) = 0;
 
-  virtual int classes() const = 0;                  // logits per row: classes or vocabulary
-  virtual int rows_per_sample() const { return 1; } // seq_len for language models
-  virtual int capacity() const = 0;                 // most samples per call
+  virtual int classes() const = 0;                   // logits per row: classes or vocabulary
+  virtual int rows_per_sample() const { return 1; }  // seq_len for language models
+  virtual int capacity() const = 0;                  // most samples per call
   virtual bool takes_tokens() const { return false; }
   // Forward + backward FLOPs per sample (matmul-dominated terms), for throughput and MFU.
   virtual std::int64_t flops_per_sample() const = 0;
-  virtual std::string describe() const = 0;         // "mlp 784-256-128-10"
+  virtual std::string describe() const = 0;  // "mlp 784-256-128-10"
   virtual std::vector<NamedBuffer> buffers() const { return {}; }
 };
 

@@ -32,11 +32,11 @@
 namespace trellis::nn {
 
 struct ParamInfo {
-  std::string name;          // hierarchical, e.g. "fc1.weight"
-  Shape shape;               // logical shape, row-major, e.g. [out, in]
-  std::size_t offset = 0;    // first element in params()/grads(), multiple of kAlignment
-  std::size_t numel = 0;     // product of shape
-  bool weight_decay = false; // whether decoupled weight decay / L2 applies
+  std::string name;           // hierarchical, e.g. "fc1.weight"
+  Shape shape;                // logical shape, row-major, e.g. [out, in]
+  std::size_t offset = 0;     // first element in params()/grads(), multiple of kAlignment
+  std::size_t numel = 0;      // product of shape
+  bool weight_decay = false;  // whether decoupled weight decay / L2 applies
   InitSpec init;
 };
 

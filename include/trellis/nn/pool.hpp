@@ -18,8 +18,8 @@ namespace trellis::nn {
 
 class MaxPool2d : public Layer {
  public:
-  MaxPool2d(const std::string& name, int channels, int height, int width, int kernel,
-            int stride, int capacity);
+  MaxPool2d(const std::string& name, int channels, int height, int width, int kernel, int stride,
+            int capacity);
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
 

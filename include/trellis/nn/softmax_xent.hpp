@@ -28,8 +28,8 @@ class SoftmaxCrossEntropy {
 
  private:
   int classes_, capacity_;
-  FloatView dlogits_;          // [capacity * classes]
-  ConstMatrix logits_;         // [n, classes] window of the last forward's logits
+  FloatView dlogits_;            // [capacity * classes]
+  ConstMatrix logits_;           // [n, classes] window of the last forward's logits
   kernels::ConstLabels labels_;  // [n] window of its labels
   bool has_forward_ = false;
 };

@@ -28,8 +28,8 @@
 #include "trellis/nn/attention.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/layernorm.hpp"
-#include "trellis/nn/parameter_store.hpp"
 #include "trellis/nn/linear.hpp"
+#include "trellis/nn/parameter_store.hpp"
 #include "trellis/nn/transformer_init.hpp"
 
 #include <cstdint>

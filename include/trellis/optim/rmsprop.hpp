@@ -21,8 +21,8 @@ class RmsProp final : public Optimizer {
 
  private:
   float alpha_, eps_, momentum_, weight_decay_;
-  FloatView square_avg_;       // [numel]
-  FloatView momentum_buffer_;  // [numel] when momentum > 0, else unallocated
+  FloatView square_avg_;                          // [numel]
+  FloatView momentum_buffer_;                     // [numel] when momentum > 0, else unallocated
   std::string label_ = "trellis::rmsprop::step";  // kept: a temporary would allocate every step
 };
 

@@ -23,7 +23,7 @@ class Sgd final : public Optimizer {
  private:
   float momentum_, weight_decay_;
   bool nesterov_;
-  FloatView momentum_buffer_;  // [numel] when momentum != 0, else unallocated
+  FloatView momentum_buffer_;                 // [numel] when momentum != 0, else unallocated
   std::string label_ = "trellis::sgd::step";  // kept: a temporary would allocate every step
 };
 

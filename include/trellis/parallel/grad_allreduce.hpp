@@ -24,7 +24,10 @@ class GradientAllReducer {
 
   void start();  // launch every bucket
   void wait();   // complete every bucket
-  void all_reduce() { start(); wait(); }
+  void all_reduce() {
+    start();
+    wait();
+  }
 
   std::size_t bucket_count() const { return buckets_.size(); }
   const std::vector<std::pair<std::size_t, std::size_t>>& buckets() const { return buckets_; }
@@ -37,6 +40,7 @@ class GradientAllReducer {
 };
 
 // Splits [0, numel) into contiguous ranges of at most bucket_elems elements.
-std::vector<std::pair<std::size_t, std::size_t>> make_buckets(std::size_t numel, std::size_t bucket_elems);
+std::vector<std::pair<std::size_t, std::size_t>> make_buckets(std::size_t numel,
+                                                              std::size_t bucket_elems);
 
 }  // namespace trellis

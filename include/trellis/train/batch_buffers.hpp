@@ -19,10 +19,10 @@ struct BatchBuffers {
   BatchBuffers(std::int64_t capacity, std::int64_t feature_numel, std::int64_t seq_len);
 
   std::int64_t capacity, feature_numel, seq_len;
-  std::int64_t rows_per_sample;          // targets per sample: 1, or seq_len
-  FloatView features;                    // [capacity * feature_numel]
-  IntView tokens;                        // [capacity * seq_len]
-  IntView targets;                       // [capacity * rows_per_sample]
+  std::int64_t rows_per_sample;  // targets per sample: 1, or seq_len
+  FloatView features;            // [capacity * feature_numel]
+  IntView tokens;                // [capacity * seq_len]
+  IntView targets;               // [capacity * rows_per_sample]
   FloatView::HostMirror host_features;
   IntView::HostMirror host_tokens;
   IntView::HostMirror host_targets;

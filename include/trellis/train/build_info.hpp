@@ -15,6 +15,7 @@ namespace trellis {
 std::string build_summary();  // multi-line: version, compiler, options, Kokkos, MPI, HDF5, BLAS
 
 // Collective: rank 0 prints the build summary, the grid from `config` and one line per rank.
-void print_info(MPI_Comm world, const TrainConfig& config, const NodeBinding& node, const Logger& log);
+void print_info(MPI_Comm world, const TrainConfig& config, const NodeBinding& node,
+                const Logger& log);
 
 }  // namespace trellis

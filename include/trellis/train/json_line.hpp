@@ -11,7 +11,9 @@ class JsonLine {
  public:
   JsonLine& add(const std::string& key, double value);
   JsonLine& add(const std::string& key, std::int64_t value);
-  JsonLine& add(const std::string& key, int value) { return add(key, static_cast<std::int64_t>(value)); }
+  JsonLine& add(const std::string& key, int value) {
+    return add(key, static_cast<std::int64_t>(value));
+  }
   JsonLine& add(const std::string& key, const std::string& value);
   JsonLine& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
   JsonLine& add(const std::string& key, bool value);

@@ -33,7 +33,8 @@ class SampleTrainSource : public TrainSource {
 // evaluates the contiguous block [floor(r*N/dp), floor((r+1)*N/dp)).
 class SampleEvalSource : public EvalSource {
  public:
-  SampleEvalSource(SampleDataset data, const MpiComm& dp, std::int64_t max_batch, std::int64_t max_samples);
+  SampleEvalSource(SampleDataset data, const MpiComm& dp, std::int64_t max_batch,
+                   std::int64_t max_samples);
   DataShape shape() const override { return sample_data_shape(data_); }
   std::int64_t total_samples() const override { return total_; }
   std::int64_t local_samples() const override { return end_ - begin_; }

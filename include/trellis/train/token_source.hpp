@@ -31,7 +31,7 @@ class TokenTrainSource : public TrainSource {
   TokenDataset data_;
   TokenWindowSampler sampler_;
   const MpiComm& dp_;
-  std::vector<std::int64_t> starts_;  // this rank's window starts, reused
+  std::vector<std::int64_t> starts_;   // this rank's window starts, reused
   std::vector<std::int32_t> windows_;  // [local windows, seq_len + 1], reused
 };
 
@@ -55,7 +55,7 @@ class TokenEvalSource : public EvalSource {
 };
 
 // Splits windows [count, seq_len + 1] into inputs and next-token targets, each [count, seq_len].
-void split_windows(const std::int32_t* windows, std::int64_t count, int seq_len, std::int32_t* inputs,
-                   std::int32_t* targets);
+void split_windows(const std::int32_t* windows, std::int64_t count, int seq_len,
+                   std::int32_t* inputs, std::int32_t* targets);
 
 }  // namespace trellis

@@ -26,7 +26,7 @@ struct TrainLoopConfig {
   std::int64_t global_batch = 0;
   std::int64_t micro_batch = 0;  // 0 until resolve_batch() sets it from dp
   std::int64_t epochs = 0;
-  std::int64_t max_steps = 0;    // 0 = unlimited
+  std::int64_t max_steps = 0;  // 0 = unlimited
   std::uint64_t seed = 0;
   std::int64_t eval_batch = 0;
   bool eval_every_epoch = true;
@@ -81,7 +81,8 @@ struct TrainConfig {
 
 // Typed accessors, public for tests: each throws ConfigError naming the key.
 std::int64_t config_int(const RawConfig& raw, const std::string& key, std::int64_t min_value);
-double config_double(const RawConfig& raw, const std::string& key, double min_value, double max_value);
+double config_double(const RawConfig& raw, const std::string& key, double min_value,
+                     double max_value);
 bool config_bool(const RawConfig& raw, const std::string& key);
 std::string config_choice(const RawConfig& raw, const std::string& key,
                           const std::vector<std::string>& allowed);

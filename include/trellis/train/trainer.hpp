@@ -53,7 +53,7 @@ class Trainer {
  private:
   struct StepStats {
     double loss_sum = 0, correct = 0;  // over the global batch (reduced)
-    double targets = 0, samples = 0;    // loss terms and samples of the global batch
+    double targets = 0, samples = 0;   // loss terms and samples of the global batch
     double grad_norm = 0;
   };
 
