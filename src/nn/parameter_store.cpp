@@ -7,16 +7,77 @@
 
 namespace trellis::nn {
 
+ShardSpec ShardSpec::split(int dim, int parts, int index, int sections) {
+  TRELLIS_REQUIRE(dim >= 0 && parts >= 1 && index >= 0 && index < parts && sections >= 1,
+                  "bad shard spec");
+  ShardSpec s;
+  s.dim = dim;
+  s.parts = parts;
+  s.index = index;
+  s.sections = sections;
+  return s;
+}
+
+namespace {
+
+Shape local_shape(const std::string& name, const Shape& logical, const ShardSpec& shard) {
+  if (!shard.sharded()) return logical;
+  TRELLIS_REQUIRE(static_cast<std::size_t>(shard.dim) < logical.size(),
+                  "\"" + name + "\": shard dim out of range");
+  const std::int64_t extent = logical[static_cast<std::size_t>(shard.dim)];
+  const std::int64_t divisor = static_cast<std::int64_t>(shard.sections) * shard.parts;
+  if (extent % divisor != 0)
+    throw ConfigError(
+        "parameter \"" + name + "\" " + shape_string(logical) + ": dim " +
+        std::to_string(shard.dim) + " (" + std::to_string(extent) + ") cannot be split " +
+        (shard.sections > 1 ? std::to_string(shard.sections) + " x " : "") +
+        std::to_string(shard.parts) + " ways (parallel.tp = " + std::to_string(shard.parts) + ")");
+  Shape local = logical;
+  local[static_cast<std::size_t>(shard.dim)] = extent / shard.parts;
+  return local;
+}
+
+// Where this rank's elements sit in the logical tensor (kernels::ShardIndexMap).
+kernels::ShardIndexMap index_map(const ParamInfo& p) {
+  kernels::ShardIndexMap map;
+  if (!p.shard.sharded()) return map;
+  const auto dim = static_cast<std::size_t>(p.shard.dim);
+  std::uint64_t inner = 1;
+  for (std::size_t k = dim + 1; k < p.logical_shape.size(); ++k)
+    inner *= static_cast<std::uint64_t>(p.logical_shape[k]);
+  map.inner = inner;
+  map.sections = static_cast<std::uint64_t>(p.shard.sections);
+  map.parts = static_cast<std::uint64_t>(p.shard.parts);
+  map.index = static_cast<std::uint64_t>(p.shard.index);
+  map.piece = static_cast<std::uint64_t>(p.logical_shape[dim]) / (map.sections * map.parts);
+  return map;
+}
+
+}  // namespace
+
 std::size_t ParameterStore::add(const std::string& name, const Shape& shape, const InitSpec& init,
                                 bool weight_decay) {
+  return add(name, shape, init, weight_decay, ShardSpec{});
+}
+
+void ParameterStore::pad_to_multiple(std::size_t multiple) {
+  if (finalized_) throw Error("ParameterStore::pad_to_multiple() after finalize()");
+  TRELLIS_REQUIRE(multiple > 0, "pad_to_multiple(0)");
+  buffer_size_ = (buffer_size_ + multiple - 1) / multiple * multiple;
+}
+
+std::size_t ParameterStore::add(const std::string& name, const Shape& logical_shape,
+                                const InitSpec& init, bool weight_decay, const ShardSpec& shard) {
   if (finalized_) throw Error("ParameterStore::add(\"" + name + "\") after finalize()");
   if (name.empty()) throw Error("ParameterStore::add: empty parameter name");
   if (by_name_.count(name))
     throw Error("ParameterStore::add: duplicate parameter \"" + name + "\"");
   ParamInfo p;
   p.name = name;
-  p.shape = shape;
-  p.numel = static_cast<std::size_t>(shape_numel(shape));  // throws on negative extents
+  p.shape = local_shape(name, logical_shape, shard);  // throws on negative extents
+  p.logical_shape = logical_shape;
+  p.shard = shard.sharded() ? shard : ShardSpec{};
+  p.numel = static_cast<std::size_t>(shape_numel(p.shape));
   p.offset = buffer_size_;
   p.weight_decay = weight_decay;
   p.init = init;
@@ -46,6 +107,7 @@ void ParameterStore::initialize(std::size_t i) {
   const ParamInfo& p = info(i);
   const kernels::Vector x = param_vector(i);
   const std::uint64_t stream = stream_from_name(p.name);
+  const kernels::ShardIndexMap map = index_map(p);
   using Kind = InitSpec::Kind;
   switch (p.init.kind) {
     case Kind::zeros:
@@ -56,16 +118,16 @@ void ParameterStore::initialize(std::size_t i) {
       break;
     case Kind::uniform:
       kernels::fill_uniform(x, static_cast<float>(p.init.lo), static_cast<float>(p.init.hi), seed_,
-                            stream);
+                            stream, map);
       break;
     case Kind::normal:
       kernels::fill_normal(x, static_cast<float>(p.init.mean), static_cast<float>(p.init.stddev),
-                           seed_, stream);
+                           seed_, stream, map);
       break;
     case Kind::kaiming_uniform:
     case Kind::xavier_uniform: {
       const float bound = static_cast<float>(p.init.uniform_bound());
-      kernels::fill_uniform(x, -bound, bound, seed_, stream);
+      kernels::fill_uniform(x, -bound, bound, seed_, stream, map);
       break;
     }
   }

@@ -107,7 +107,7 @@ TEST_CASE("vector ops: fill, scale, axpy, copy", "[kernels]") {
 TEST_CASE("random fills depend on the element index only", "[kernels]") {
   FloatView whole("whole", 100), tail("tail", 40);
   kernels::fill_uniform(whole, -2.0f, 3.0f, 5, 11);
-  kernels::fill_uniform(tail, -2.0f, 3.0f, 5, 11, 60);  // elements 60..99 of the same draw
+  kernels::fill_uniform(tail, -2.0f, 3.0f, 5, 11, kernels::ShardIndexMap{60});  // elements 60..99 of the same draw
   const auto w = to_host(whole), t = to_host(tail);
   for (int i = 0; i < 40; ++i) CHECK(t[i] == w[60 + i]);
   for (float v : w) {

@@ -1,11 +1,15 @@
 // ProcessGrid: the job's ranks arranged as dp x tp x pp (see GridLayout), with one owned
-// sub-communicator per axis. Passed explicitly to whatever needs it; never global.
+// sub-communicator per axis, and one Communicator (MPI or NCCL backend) over each of them for
+// the model's float traffic. Passed explicitly to whatever needs it; never global.
 #pragma once
 
+#include "trellis/comm/communicator.hpp"
 #include "trellis/comm/grid_layout.hpp"
 #include "trellis/comm/mpi_comm.hpp"
 
 #include <mpi.h>
+
+#include <memory>
 
 namespace trellis {
 
@@ -13,7 +17,7 @@ class ProcessGrid {
  public:
   // Collective over `world`. Throws ConfigError (on every rank alike) when tp x pp does not
   // divide the world size.
-  ProcessGrid(MPI_Comm world, int tp, int pp);
+  ProcessGrid(MPI_Comm world, int tp, int pp, CommBackend backend = CommBackend::mpi);
 
   const GridLayout& layout() const { return layout_; }
   const GridCoords& coords() const { return coords_; }
@@ -24,12 +28,21 @@ class ProcessGrid {
   const MpiComm& pp() const { return comm(Axis::pp); }
   int rank() const { return world_.rank(); }
   int size(Axis axis) const { return layout_.size(axis); }
+  // The float collectives along an axis (the backend chosen at construction).
+  Communicator& communicator(Axis axis) const;
+  CommBackend backend() const { return backend_; }
+  // Whether this rank's tp group has ranks on more than one node (tp traffic then leaves the
+  // node's fast links: worth a warning). Same answer on every rank of the group.
+  bool tp_spans_nodes() const { return tp_spans_nodes_; }
 
  private:
   MpiComm world_;
   GridLayout layout_;
   GridCoords coords_;
   MpiComm axis_comms_[3];
+  CommBackend backend_;
+  std::unique_ptr<Communicator> communicators_[3];
+  bool tp_spans_nodes_ = false;
 };
 
 }  // namespace trellis

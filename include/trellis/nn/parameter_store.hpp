@@ -14,7 +14,15 @@
 // Initialisation (see init.hpp): element e of parameter `name` is drawn from
 // random_uniform / random_normal(seed, stream_from_name(name), e), so the initial model is a
 // function of the seed and the names only: identical for any registration order, any number of
-// ranks and any future sharding of a tensor.
+// ranks and any sharding of a tensor.
+//
+// Sharding (tensor parallelism): a parameter is registered with its LOGICAL shape and a
+// ShardSpec; the store holds only this rank's piece (ParamInfo::shape), initialised with the
+// draws of the logical elements it holds, so a sharded model starts exactly as the whole one.
+//
+// Overlapped gradient reduction: models call grads_final_from(offset) during backward when
+// every gradient at offsets >= offset has received its last contribution of the call; the
+// store passes it to a GradReadyListener (the data-parallel reducer), if one is set.
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
@@ -31,13 +39,35 @@
 
 namespace trellis::nn {
 
+// How a parameter is split over the tensor-parallel group. dim < 0: every rank holds all of
+// it (replicated). Otherwise logical dim `dim` is `sections` equal blocks (a fused q|k|v
+// weight: 3), each cut into `parts` equal pieces; this rank holds piece `index` of every block.
+struct ShardSpec {
+  int dim = -1;
+  int parts = 1;
+  int index = 0;
+  int sections = 1;
+
+  static ShardSpec split(int dim, int parts, int index, int sections = 1);
+  bool sharded() const { return dim >= 0 && parts > 1; }
+};
+
 struct ParamInfo {
-  std::string name;           // hierarchical, e.g. "fc1.weight"
-  Shape shape;                // logical shape, row-major, e.g. [out, in]
+  std::string name;     // hierarchical, e.g. "fc1.weight"
+  Shape shape;          // this rank's shape, row-major, e.g. [out / tp, in]
+  Shape logical_shape;  // the whole tensor's shape (== shape unless sharded)
+  ShardSpec shard;
   std::size_t offset = 0;     // first element in params()/grads(), multiple of kAlignment
   std::size_t numel = 0;      // product of shape
   bool weight_decay = false;  // whether decoupled weight decay / L2 applies
   InitSpec init;
+};
+
+// Told during backward that gradients at offsets >= offset are final (see above).
+class GradReadyListener {
+ public:
+  virtual ~GradReadyListener() = default;
+  virtual void grads_final_from(std::size_t offset) = 0;
 };
 
 class ParameterStore {
@@ -53,6 +83,14 @@ class ParameterStore {
   // extent, or when called after finalize().
   std::size_t add(const std::string& name, const Shape& shape, const InitSpec& init,
                   bool weight_decay);
+  // A sharded parameter: logical_shape is the whole tensor's. Throws ConfigError naming the
+  // parameter when the split dim is not divisible by sections x parts.
+  std::size_t add(const std::string& name, const Shape& logical_shape, const InitSpec& init,
+                  bool weight_decay, const ShardSpec& shard);
+
+  // Grows buffer_size() to a multiple of `multiple` floats (ZeRO-1 shards and buckets must
+  // divide evenly over the dp ranks); the padding is zero. Before finalize().
+  void pad_to_multiple(std::size_t multiple);
 
   // Allocates params()/grads()/decay_mask(), initialises all parameters from `seed`, zeroes
   // the gradients. Once only.
@@ -65,7 +103,7 @@ class ParameterStore {
   std::optional<std::size_t> find(const std::string& name) const;
   std::size_t index(const std::string& name) const;  // like find, but throws if absent
 
-  // Sum of numel over parameters (the model's parameter count, without padding).
+  // Sum of numel over parameters (this rank's parameter count, without padding).
   std::int64_t num_elements() const { return num_elements_; }
   // Length of the flat buffers, padding included (known after add()s, before finalize()).
   std::size_t buffer_size() const { return buffer_size_; }
@@ -88,6 +126,12 @@ class ParameterStore {
 
   void zero_grads();
 
+  // Backward progress (see above). The listener is not owned; nullptr detaches it.
+  void set_grad_listener(GradReadyListener* listener) { listener_ = listener; }
+  void grads_final_from(std::size_t offset) const {
+    if (listener_ != nullptr) listener_->grads_final_from(offset);
+  }
+
   // (Re)draws parameter i's initial values from its InitSpec (finalize() does this for all).
   void initialize(std::size_t i);
 
@@ -102,6 +146,7 @@ class ParameterStore {
   std::size_t buffer_size_ = 0;
   bool finalized_ = false;
   std::uint64_t seed_ = 0;
+  GradReadyListener* listener_ = nullptr;
   FloatView params_;      // [buffer_size_]
   FloatView grads_;       // [buffer_size_]
   FloatView decay_mask_;  // [buffer_size_]
