@@ -120,6 +120,7 @@ void MpiCommunicator::send(const float* data, std::size_t count, int peer) {
 }
 
 void MpiCommunicator::recv(float* data, std::size_t count, int peer) {
+  fence_producers();  // kernels still reading the buffer must finish before it is overwritten
   if (!in_group_) {
     TRELLIS_MPI(MPI_Recv(data, checked_count(count), MPI_FLOAT, peer, kP2pTag, comm_.get(),
                          MPI_STATUS_IGNORE));

@@ -7,11 +7,12 @@
 
 namespace trellis::kernels {
 
-void embedding_forward(ConstLabels tokens, ConstMatrix weight, Matrix out,
-                       const std::string& table) {
+void embedding_forward(ConstLabels tokens, ConstMatrix weight, Matrix out, const std::string& table,
+                       std::int64_t vocab_offset, std::int64_t logical_vocab) {
   const std::int64_t rows = static_cast<std::int64_t>(out.extent(0));
   const std::int64_t d = static_cast<std::int64_t>(out.extent(1));
-  const std::int64_t vocab = static_cast<std::int64_t>(weight.extent(0));
+  const std::int64_t local_vocab = static_cast<std::int64_t>(weight.extent(0));
+  const std::int64_t vocab = logical_vocab < 0 ? local_vocab : logical_vocab;
   TRELLIS_REQUIRE(
       weight.extent(1) == out.extent(1),
       "embedding_forward: table " + extents_string(weight) + " for output " + extents_string(out));
@@ -28,7 +29,12 @@ void embedding_forward(ConstLabels tokens, ConstMatrix weight, Matrix out,
           for (std::int64_t j = 0; j < d; ++j) out(r, j) = 0.0f;
           return;
         }
-        for (std::int64_t j = 0; j < d; ++j) out(r, j) = weight(id, j);
+        const std::int64_t local = id - vocab_offset;
+        if (local < 0 || local >= local_vocab) {
+          for (std::int64_t j = 0; j < d; ++j) out(r, j) = 0.0f;
+          return;
+        }
+        for (std::int64_t j = 0; j < d; ++j) out(r, j) = weight(local, j);
       },
       Kokkos::Min<std::int64_t>(first_bad));
   if (rows > 0 && first_bad < rows) {
@@ -41,7 +47,8 @@ void embedding_forward(ConstLabels tokens, ConstMatrix weight, Matrix out,
   }
 }
 
-void embedding_backward(ConstLabels tokens, ConstMatrix dy, Matrix dweight) {
+void embedding_backward(ConstLabels tokens, ConstMatrix dy, Matrix dweight,
+                        std::int64_t vocab_offset) {
   const std::int64_t rows = static_cast<std::int64_t>(dy.extent(0));
   const std::int64_t vocab = static_cast<std::int64_t>(dweight.extent(0));
   TRELLIS_REQUIRE(dweight.extent(1) == dy.extent(1),
@@ -54,7 +61,7 @@ void embedding_backward(ConstLabels tokens, ConstMatrix dy, Matrix dweight) {
       TRELLIS_KERNEL_LABEL("trellis::embedding::bwd"),
       Range(0, static_cast<std::int64_t>(dy.extent(1))), KOKKOS_LAMBDA(const std::int64_t j) {
         for (std::int64_t r = 0; r < rows; ++r) {
-          const std::int64_t id = tokens(r);
+          const std::int64_t id = tokens(r) - vocab_offset;
           if (id >= 0 && id < vocab) dweight(id, j) += dy(r, j);
         }
       });

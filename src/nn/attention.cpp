@@ -14,7 +14,7 @@ namespace {
 
 // Validates the arguments before anything is registered; returns d_model.
 int checked_d_model(const std::string& name, int d_model, int n_head, int seq_len,
-                    int capacity_rows, float dropout) {
+                    int capacity_rows, float dropout, const TensorParallel& tp) {
   if (d_model <= 0 || n_head <= 0 || d_model % n_head != 0) {
     throw ConfigError("attention \"" + name + "\": d_model (" + std::to_string(d_model) +
                       ") must be a positive multiple of n_head (" + std::to_string(n_head) + ")");
@@ -23,6 +23,10 @@ int checked_d_model(const std::string& name, int d_model, int n_head, int seq_le
     throw ConfigError("attention \"" + name + "\": capacity (" + std::to_string(capacity_rows) +
                       " rows) must be a positive multiple of seq_len (" + std::to_string(seq_len) +
                       ")");
+  }
+  if (n_head % tp.size() != 0) {
+    throw ConfigError("attention \"" + name + "\": n_head (" + std::to_string(n_head) +
+                      ") must be divisible by parallel.tp (" + std::to_string(tp.size()) + ")");
   }
   if (!(dropout >= 0.0f && dropout < 1.0f)) {
     throw ConfigError("attention \"" + name + "\": dropout must be in [0, 1), got " +
@@ -39,23 +43,27 @@ FloatView buffer(const std::string& layer, const char* what, std::size_t size) {
 
 CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::string& name,
                                          int d_model, int n_head, int seq_len, int capacity_rows,
-                                         float dropout, const TransformerInit& init)
-    : Layer(name, checked_d_model(name, d_model, n_head, seq_len, capacity_rows, dropout), d_model,
-            capacity_rows),
+                                         float dropout, const TransformerInit& init,
+                                         TensorParallel tp)
+    : Layer(name, checked_d_model(name, d_model, n_head, seq_len, capacity_rows, dropout, tp),
+            d_model, capacity_rows),
+      // Heads split over tp: c_attn's q, k and v blocks each give this rank its heads' rows.
       c_attn_(store, name + ".c_attn", d_model, 3 * d_model, capacity_rows,
-              InitSpec::normal(init.std), InitSpec::zeros()),
+              InitSpec::normal(init.std), InitSpec::zeros(), Split::column, tp, 3),
       c_proj_(store, name + ".c_proj", d_model, d_model, capacity_rows,
-              InitSpec::normal(init.proj_std), InitSpec::zeros()),
-      d_(d_model),
-      n_head_(n_head),
+              InitSpec::normal(init.proj_std), InitSpec::zeros(), Split::row, tp),
+      d_(d_model / tp.size()),
+      n_head_(n_head / tp.size()),
+      logical_heads_(n_head),
+      head_offset_(tp.rank() * (n_head / tp.size())),
       head_dim_(d_model / n_head),
       seq_len_(seq_len),
       p_(dropout),
       attn_stream_(stream_from_name(name + ".attn_dropout")),
       resid_stream_(stream_from_name(name + ".resid_dropout")) {
   const auto cap = static_cast<std::size_t>(capacity_rows);
-  const auto rows_d = cap * static_cast<std::size_t>(d_model);
-  const auto att = cap * static_cast<std::size_t>(n_head) * static_cast<std::size_t>(seq_len);
+  const auto rows_d = cap * static_cast<std::size_t>(d_);  // this rank's heads
+  const auto att = cap * static_cast<std::size_t>(n_head_) * static_cast<std::size_t>(seq_len);
   q_ = buffer(name, "q", rows_d);
   k_ = buffer(name, "k", rows_d);
   v_ = buffer(name, "v", rows_d);
@@ -68,7 +76,7 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
   dq_ = buffer(name, "dq", rows_d);
   dk_ = buffer(name, "dk", rows_d);
   dv_ = buffer(name, "dv", rows_d);
-  dz_ = buffer(name, "dz", rows_d);
+  dz_ = buffer(name, "dz", cap * static_cast<std::size_t>(d_model));  // whole width
   dqkv_ = buffer(name, "dqkv", 3 * rows_d);
 }
 
@@ -85,7 +93,14 @@ void CausalSelfAttention::forward(ConstMatrix input, int n, const StepContext& c
     const auto step = static_cast<std::uint64_t>(ctx.step);
     const auto first_row = static_cast<std::uint64_t>(ctx.first_sample);
     attn_mask_ = kernels::DropoutMask{p_, ctx.seed, stream_mix(attn_stream_, step),
-                                      first_row * static_cast<std::uint64_t>(n_head_)};
+                                      first_row * static_cast<std::uint64_t>(logical_heads_)};
+    if (n_head_ != logical_heads_) {
+      // This rank's heads are [head_offset_, head_offset_ + n_head_) of every sequence's.
+      const auto T = static_cast<std::uint64_t>(seq_len_);
+      attn_mask_.group_rows = static_cast<std::uint64_t>(n_head_) * T;
+      attn_mask_.logical_group_rows = static_cast<std::uint64_t>(logical_heads_) * T;
+      attn_mask_.group_offset = static_cast<std::uint64_t>(head_offset_) * T;
+    }
     resid_mask_ = kernels::DropoutMask{p_, ctx.seed, stream_mix(resid_stream_, step), first_row};
   }
   last_rows_ = n;
@@ -139,7 +154,7 @@ void CausalSelfAttention::backward(ConstMatrix output_grad, int n) {
 
   ConstMatrix dz = dy;
   if (dropout_active_) {
-    const Matrix dzm = as_matrix(dz_, n, d_);
+    const Matrix dzm = as_matrix(dz_, n, out_features());
     kernels::dropout_apply(dy, dzm, resid_mask_);
     dz = dzm;
   }

@@ -34,7 +34,8 @@ void validate(const CnnSpec& spec) {
   }
 }
 
-Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix) : spec_(spec) {
+Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
+    : spec_(spec), layers_(store) {
   validate(spec);
   const int cap = spec.capacity;
   const MpiComm* sync = spec.sync_bn ? spec.dp : nullptr;
@@ -49,12 +50,12 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix) 
   stem.height = height;
   stem.width = width;
   stem.bias = false;
-  layers_.push_back(std::make_unique<Conv2d>(store, prefix + "stem.conv", stem, cap));
+  layers_.add(std::make_unique<Conv2d>(store, prefix + "stem.conv", stem, cap));
   auto bn = std::make_unique<BatchNorm2d>(store, prefix + "stem.bn", channels, height, width, cap,
                                           0.1f, 1e-5f, sync);
   batchnorms_.push_back(bn.get());
-  layers_.push_back(std::move(bn));
-  layers_.push_back(std::make_unique<Relu>(prefix + "stem.relu", channels * height * width, cap));
+  layers_.add(std::move(bn));
+  layers_.add(std::make_unique<Relu>(prefix + "stem.relu", channels * height * width, cap));
 
   for (std::size_t s = 0; s < spec.widths.size(); ++s) {
     for (int b = 0; b < spec.blocks_per_stage; ++b) {
@@ -67,37 +68,22 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix) 
       channels = block->out_channels();
       height = block->out_height();
       width = block->out_width();
-      layers_.push_back(std::move(block));
+      layers_.add(std::move(block));
     }
   }
-  layers_.push_back(std::make_unique<GlobalAvgPool>(prefix + "pool", channels, height, width, cap));
-  layers_.push_back(std::make_unique<Linear>(store, prefix + "head", channels, spec.classes, cap));
+  layers_.add(std::make_unique<GlobalAvgPool>(prefix + "pool", channels, height, width, cap));
+  layers_.add(std::make_unique<Linear>(store, prefix + "head", channels, spec.classes, cap));
 }
 
 ConstMatrix Cnn::forward(ConstMatrix input, int n, const StepContext& ctx) {
-  ConstMatrix x = input;
-  for (auto& layer : layers_) {
-    layer->forward(x, n, ctx);
-    x = layer->output();  // [capacity, features]; the next layer reads rows [0, n)
-  }
-  return kernels::first_rows(x, n);
+  return kernels::first_rows(layers_.forward(input, n, ctx), n);
 }
 
-void Cnn::backward(ConstMatrix dlogits, int n) {
-  ConstMatrix dy = dlogits;
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
-    (*it)->backward(dy, n);
-    dy = (*it)->input_grad();
-  }
-}
+void Cnn::backward(ConstMatrix dlogits, int n) { layers_.backward(dlogits, n); }
 
-ConstMatrix Cnn::input_grad() const { return layers_.front()->input_grad(); }
+ConstMatrix Cnn::input_grad() const { return layers_[0].input_grad(); }
 
-std::int64_t Cnn::flops_per_sample() const {
-  std::int64_t total = 0;
-  for (const auto& layer : layers_) total += layer->flops_per_sample();
-  return total;
-}
+std::int64_t Cnn::flops_per_sample() const { return layers_.flops_per_sample(); }
 
 std::string Cnn::describe() const {
   std::string text = "cnn ";

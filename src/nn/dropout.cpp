@@ -6,8 +6,11 @@
 
 namespace trellis::nn {
 
-Dropout::Dropout(const std::string& name, int features, int capacity, float p)
+Dropout::Dropout(const std::string& name, int features, int capacity, float p, int logical_features,
+                 int column_offset)
     : Layer(name, features, features, capacity), p_(p), name_stream_(stream_from_name(name)) {
+  mask_.logical_cols = static_cast<std::uint64_t>(logical_features > 0 ? logical_features : 0);
+  mask_.col_offset = static_cast<std::uint64_t>(column_offset);
   if (!(p >= 0.0f && p < 1.0f)) {
     throw ConfigError("dropout \"" + name + "\": probability must be in [0, 1), got " +
                       std::to_string(p));

@@ -9,14 +9,20 @@
 namespace trellis::nn {
 
 Embedding::Embedding(ParameterStore& store, const std::string& name, int vocab, int dim,
-                     int capacity, const InitSpec& init)
-    : store_(&store), name_(name), vocab_(vocab), dim_(dim), capacity_(capacity) {
+                     int capacity, const InitSpec& init, TensorParallel tp)
+    : store_(&store), name_(name), vocab_(vocab), dim_(dim), capacity_(capacity), tp_(tp) {
   if (vocab <= 0 || dim <= 0 || capacity <= 0) {
     throw Error("embedding \"" + name + "\": vocab (" + std::to_string(vocab) + "), dim (" +
                 std::to_string(dim) + ") and capacity (" + std::to_string(capacity) +
                 ") must be positive");
   }
-  weight_ = store.add(name + ".weight", {vocab, dim}, init, false);
+  if (tp.active() && vocab % tp.size() != 0)
+    throw ConfigError("embedding \"" + name + "\": vocabulary " + std::to_string(vocab) +
+                      " is not divisible by parallel.tp = " + std::to_string(tp.size()) +
+                      " (set model.vocab to a multiple)");
+  weight_ = tp.active() ? store.add(name + ".weight", {vocab, dim}, init, false,
+                                    ShardSpec::split(0, tp.size(), tp.rank()))
+                        : store.add(name + ".weight", {vocab, dim}, init, false);
   output_ = FloatView("trellis::nn::" + name + ".output",
                       static_cast<std::size_t>(capacity) * static_cast<std::size_t>(dim));
 }
@@ -30,7 +36,9 @@ void Embedding::forward(kernels::ConstLabels tokens, int n, const StepContext&) 
   }
   tokens_ = kernels::ConstLabels(tokens.data(), static_cast<std::size_t>(n));
   has_forward_ = true;
-  kernels::embedding_forward(tokens_, w, as_matrix(output_, n, dim_), name_);
+  const Matrix out = as_matrix(output_, n, dim_);
+  kernels::embedding_forward(tokens_, w, out, name_, vocab_offset(), vocab_);
+  if (tp_.active()) tp_.comm->all_reduce(out.data(), out.size(), ReduceOp::sum);
 }
 
 void Embedding::backward(ConstMatrix output_grad, int n) {
@@ -42,7 +50,7 @@ void Embedding::backward(ConstMatrix output_grad, int n) {
                 "of the same rows");
   }
   kernels::embedding_backward(tokens_, kernels::first_rows(output_grad, n),
-                              store_->grad_matrix(weight_));
+                              store_->grad_matrix(weight_), vocab_offset());
 }
 
 ConstMatrix Embedding::output() const { return as_matrix(output_, capacity_, dim_); }

@@ -46,19 +46,23 @@ const GptSpec& validated(const GptSpec& spec) {
 Gpt::Gpt(const GptSpec& spec, ParameterStore& store, const std::string& prefix)
     : spec_(validated(spec)),
       store_(&store),
-      wte_(store, prefix + "wte", spec.vocab, spec.d_model, spec.capacity * spec.seq_len),
+      wte_(store, prefix + "wte", spec.vocab, spec.d_model, spec.capacity * spec.seq_len,
+           InitSpec::normal(0.02), spec.tp),
       wpe_(store, prefix + "wpe", spec.seq_len, spec.d_model, spec.capacity * spec.seq_len),
       drop_(prefix + "drop", spec.d_model, spec.capacity * spec.seq_len, spec.dropout) {
   const int rows = spec.capacity * spec.seq_len;
   const TransformerInit init = TransformerInit::gpt2(spec.n_layer);
+  wpe_offset_ = store.info(wpe_.weight_index()).offset;
   for (int i = 0; i < spec.n_layer; ++i) {
+    block_offsets_.push_back(store.buffer_size());
     blocks_.push_back(std::make_unique<Block>(store, prefix + "h." + std::to_string(i),
                                               spec.d_model, spec.n_head, spec.seq_len, rows,
-                                              spec.dropout, init));
+                                              spec.dropout, init, spec.tp));
   }
+  ln_f_offset_ = store.buffer_size();
   ln_f_ = std::make_unique<LayerNorm>(store, prefix + "ln_f", spec.d_model, rows);
   logits_ = FloatView("trellis::nn::" + prefix + "gpt.logits",
-                      static_cast<std::size_t>(rows) * static_cast<std::size_t>(spec.vocab));
+                      static_cast<std::size_t>(rows) * static_cast<std::size_t>(local_classes()));
   dhf_ = FloatView("trellis::nn::" + prefix + "gpt.dhf",
                    static_cast<std::size_t>(rows) * static_cast<std::size_t>(spec.d_model));
 }
@@ -88,8 +92,8 @@ ConstMatrix Gpt::forward(kernels::ConstLabels tokens, int n, const StepContext& 
     x = block->output();
   }
   ln_f_->forward(x, rows, row_ctx);
-  const Matrix logits = as_matrix(logits_, rows, spec_.vocab);
-  // logits [rows, V] = hf [rows, d] wte[V, d]^T: the tied head.
+  const Matrix logits = as_matrix(logits_, rows, local_classes());
+  // logits [rows, V/tp] = hf [rows, d] wte[V/tp, d]^T: the tied head (this rank's vocabulary).
   kernels::gemm(false, true, 1.0f, kernels::first_rows(ln_f_->output(), rows),
                 store_->param_matrix(wte_.weight_index()), 0.0f, logits);
   last_n_ = n;
@@ -103,23 +107,29 @@ void Gpt::backward(ConstMatrix dlogits, int n) {
   }
   const int rows = n * spec_.seq_len;
   const ConstMatrix dl = kernels::first_rows(dlogits, rows);  // checks the row count
-  TRELLIS_REQUIRE(dlogits.extent(1) == static_cast<std::size_t>(spec_.vocab),
+  TRELLIS_REQUIRE(dlogits.extent(1) == static_cast<std::size_t>(local_classes()),
                   "gpt: dlogits " + kernels::extents_string(dlogits) + " for vocab " +
-                      std::to_string(spec_.vocab));
+                      std::to_string(local_classes()));
   const ConstMatrix hf = kernels::first_rows(ln_f_->output(), rows);
   const std::size_t w = wte_.weight_index();
   kernels::gemm(true, false, 1.0f, dl, hf, 1.0f, store_->grad_matrix(w));  // dwte += dl^T hf
   const Matrix dhf = as_matrix(dhf_, rows, spec_.d_model);
   kernels::gemm(false, false, 1.0f, dl, store_->param_matrix(w), 0.0f, dhf);  // dhf = dl wte
+  // Each tp rank's vocabulary slice contributes a part of dhf.
+  if (spec_.tp.active()) spec_.tp.comm->all_reduce(dhf.data(), dhf.size(), ReduceOp::sum);
   ln_f_->backward(dhf, rows);
+  store_->grads_final_from(ln_f_offset_);
   ConstMatrix dx = ln_f_->input_grad();
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
-    (*it)->backward(dx, rows);
-    dx = (*it)->input_grad();
+  for (std::size_t i = blocks_.size(); i-- > 0;) {
+    blocks_[i]->backward(dx, rows);
+    dx = blocks_[i]->input_grad();
+    store_->grads_final_from(block_offsets_[i]);
   }
   drop_.backward(dx, rows);
   wpe_.backward(drop_.input_grad(), rows);
-  wte_.backward(wpe_.input_grad(), rows);
+  store_->grads_final_from(wpe_offset_);
+  wte_.backward(wpe_.input_grad(), rows);  // wte was registered first: offset 0 onwards
+  store_->grads_final_from(store_->info(w).offset);
 }
 
 std::int64_t Gpt::num_matmul_params() const {
@@ -130,6 +140,7 @@ std::int64_t Gpt::num_matmul_params() const {
                                  + 4 * d * d + 4 * d  // c_fc
                                  + 4 * d * d + d;     // mlp.c_proj
   return V * d + L * per_block + 2 * d;               // wte (tied head), blocks, ln_f
+  // (the whole model's count: with tp each rank does about 1/tp of these FLOPs)
 }
 
 std::int64_t Gpt::flops_per_sample() const {

@@ -28,16 +28,46 @@ InitSpec default_bias_init(LinearInit init, int in_features) {
 }  // namespace
 
 Linear::Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
-               int capacity, LinearInit init)
+               int capacity, LinearInit init, Split split, TensorParallel tp)
     : Linear(store, name, in_features, out_features, capacity,
              default_weight_init(init, in_features, out_features),
-             default_bias_init(init, in_features)) {}
+             default_bias_init(init, in_features), split, tp) {}
+
+namespace {
+
+// This rank's share of a logical extent split over tp (ConfigError when it does not divide).
+int local_extent(const std::string& name, const char* what, int extent, Split split, Split along,
+                 const TensorParallel& tp) {
+  if (split != along || !tp.active()) return extent;
+  if (extent % tp.size() != 0)
+    throw ConfigError("layer \"" + name + "\": " + what + " " + std::to_string(extent) +
+                      " is not divisible by parallel.tp = " + std::to_string(tp.size()));
+  return extent / tp.size();
+}
+
+}  // namespace
 
 Linear::Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
-               int capacity, const InitSpec& weight_init, const InitSpec& bias_init)
-    : Layer(name, in_features, out_features, capacity), store_(&store) {
-  weight_ = store.add(name + ".weight", {out_features, in_features}, weight_init, true);
-  bias_ = store.add(name + ".bias", {out_features}, bias_init, false);
+               int capacity, const InitSpec& weight_init, const InitSpec& bias_init, Split split,
+               TensorParallel tp, int sections)
+    : Layer(name, local_extent(name, "in_features", in_features, split, Split::row, tp),
+            local_extent(name, "out_features", out_features, split, Split::column, tp), capacity),
+      store_(&store),
+      split_(tp.active() ? split : Split::none),
+      tp_(tp) {
+  const Shape w_shape{out_features, in_features};
+  if (split_ == Split::column) {
+    const ShardSpec rows = ShardSpec::split(0, tp.size(), tp.rank(), sections);
+    weight_ = store.add(name + ".weight", w_shape, weight_init, true, rows);
+    bias_ = store.add(name + ".bias", {out_features}, bias_init, false, rows);
+  } else if (split_ == Split::row) {
+    weight_ = store.add(name + ".weight", w_shape, weight_init, true,
+                        ShardSpec::split(1, tp.size(), tp.rank()));
+    bias_ = store.add(name + ".bias", {out_features}, bias_init, false);
+  } else {
+    weight_ = store.add(name + ".weight", w_shape, weight_init, true);
+    bias_ = store.add(name + ".bias", {out_features}, bias_init, false);
+  }
 }
 
 void Linear::forward(ConstMatrix input, int n, const StepContext&) {
@@ -47,6 +77,8 @@ void Linear::forward(ConstMatrix input, int n, const StepContext&) {
   const ConstMatrix x = begin_forward(input, n);               // [n, in]
   const Matrix y = output_rows(n);                             // [n, out]
   kernels::gemm(false, true, 1.0f, x, w, 0.0f, y);
+  // Row-parallel: each rank holds a partial sum over its slice of in; the bias goes on once.
+  if (split_ == Split::row) tp_.comm->all_reduce(y.data(), y.size(), ReduceOp::sum);
   kernels::bias_add(y, b);
 }
 
@@ -58,7 +90,10 @@ void Linear::backward(ConstMatrix output_grad, int n) {
   // db[out] += sum over rows of dy
   kernels::column_sum_accumulate(dy, store_->grad_vector(bias_));
   // dx[n, in] = dy[n, out] W[out, in]
-  kernels::gemm(false, false, 1.0f, dy, store_->param_matrix(weight_), 0.0f, input_grad_rows(n));
+  const Matrix dx = input_grad_rows(n);
+  kernels::gemm(false, false, 1.0f, dy, store_->param_matrix(weight_), 0.0f, dx);
+  // Column-parallel: every rank's output slice depends on the whole input.
+  if (split_ == Split::column) tp_.comm->all_reduce(dx.data(), dx.size(), ReduceOp::sum);
 }
 
 std::int64_t Linear::flops_per_sample() const {

@@ -28,53 +28,46 @@ void validate(const MlpSpec& spec) {
   parse_linear_init(spec.init);  // throws ConfigError
 }
 
-Mlp::Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix) : spec_(spec) {
+Mlp::Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix)
+    : spec_(spec), layers_(store) {
   validate(spec);
   const LinearInit init = parse_linear_init(spec.init);
+  const TensorParallel tp = spec.tp;
   const int cap = spec.capacity;
   int width = spec.input_dim;
+  bool columns_split = false;  // whether the last layer's output is this rank's column slice
   for (std::size_t i = 0; i < spec.hidden.size(); ++i) {
     const std::string k = std::to_string(i + 1);
     const int out = spec.hidden[i];
-    layers_.push_back(std::make_unique<Linear>(store, prefix + "fc" + k, width, out, cap, init));
+    const Split split = columns_split ? Split::row : Split::column;
+    Layer& fc = layers_.add(
+        std::make_unique<Linear>(store, prefix + "fc" + k, width, out, cap, init, split, tp));
+    columns_split = split == Split::column && tp.active();
+    const int local = fc.out_features();
     if (spec.activation == "relu") {
-      layers_.push_back(std::make_unique<Relu>(prefix + "act" + k, out, cap));
+      layers_.add(std::make_unique<Relu>(prefix + "act" + k, local, cap));
     } else {
-      layers_.push_back(std::make_unique<Gelu>(prefix + "act" + k, out, cap));
+      layers_.add(std::make_unique<Gelu>(prefix + "act" + k, local, cap));
     }
     if (spec.dropout > 0.0f) {
-      layers_.push_back(std::make_unique<Dropout>(prefix + "drop" + k, out, cap, spec.dropout));
+      layers_.add(std::make_unique<Dropout>(prefix + "drop" + k, local, cap, spec.dropout, out,
+                                            columns_split ? tp.rank() * local : 0));
     }
     width = out;
   }
-  layers_.push_back(
-      std::make_unique<Linear>(store, prefix + "head", width, spec.classes, cap, init));
+  layers_.add(std::make_unique<Linear>(store, prefix + "head", width, spec.classes, cap, init,
+                                       columns_split ? Split::row : Split::none, tp));
 }
 
 ConstMatrix Mlp::forward(ConstMatrix input, int n, const StepContext& ctx) {
-  ConstMatrix x = input;
-  for (auto& layer : layers_) {
-    layer->forward(x, n, ctx);
-    x = layer->output();  // [capacity, features]; the next layer reads rows [0, n)
-  }
-  return kernels::first_rows(x, n);
+  return kernels::first_rows(layers_.forward(input, n, ctx), n);
 }
 
-void Mlp::backward(ConstMatrix dlogits, int n) {
-  ConstMatrix dy = dlogits;
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
-    (*it)->backward(dy, n);
-    dy = (*it)->input_grad();
-  }
-}
+void Mlp::backward(ConstMatrix dlogits, int n) { layers_.backward(dlogits, n); }
 
-ConstMatrix Mlp::input_grad() const { return layers_.front()->input_grad(); }
+ConstMatrix Mlp::input_grad() const { return layers_[0].input_grad(); }
 
-std::int64_t Mlp::flops_per_sample() const {
-  std::int64_t total = 0;
-  for (const auto& layer : layers_) total += layer->flops_per_sample();
-  return total;
-}
+std::int64_t Mlp::flops_per_sample() const { return layers_.flops_per_sample(); }
 
 std::string Mlp::describe() const {
   std::string text = "mlp " + std::to_string(spec_.input_dim);

@@ -27,13 +27,14 @@ void add_rows(ConstMatrix a, ConstMatrix b, Matrix out) {
 }  // namespace
 
 FeedForward::FeedForward(ParameterStore& store, const std::string& name, int d_model,
-                         int capacity_rows, float dropout, const TransformerInit& init)
+                         int capacity_rows, float dropout, const TransformerInit& init,
+                         TensorParallel tp)
     : Layer(name, checked_dropout_d(name, d_model, dropout), d_model, capacity_rows),
       c_fc_(store, name + ".c_fc", d_model, 4 * d_model, capacity_rows, InitSpec::normal(init.std),
-            InitSpec::zeros()),
-      gelu_(name + ".gelu", 4 * d_model, capacity_rows),
+            InitSpec::zeros(), Split::column, tp),
+      gelu_(name + ".gelu", c_fc_.out_features(), capacity_rows),
       c_proj_(store, name + ".c_proj", 4 * d_model, d_model, capacity_rows,
-              InitSpec::normal(init.proj_std), InitSpec::zeros()),
+              InitSpec::normal(init.proj_std), InitSpec::zeros(), Split::row, tp),
       p_(dropout),
       stream_(stream_from_name(name + ".dropout")) {
   if (dropout > 0.0f) {
@@ -82,12 +83,12 @@ std::int64_t FeedForward::flops_per_sample() const {
 }
 
 Block::Block(ParameterStore& store, const std::string& name, int d_model, int n_head, int seq_len,
-             int capacity_rows, float dropout, const TransformerInit& init)
+             int capacity_rows, float dropout, const TransformerInit& init, TensorParallel tp)
     : Layer(name, d_model, d_model, capacity_rows),
       ln_1_(store, name + ".ln_1", d_model, capacity_rows),
-      attn_(store, name + ".attn", d_model, n_head, seq_len, capacity_rows, dropout, init),
+      attn_(store, name + ".attn", d_model, n_head, seq_len, capacity_rows, dropout, init, tp),
       ln_2_(store, name + ".ln_2", d_model, capacity_rows),
-      mlp_(store, name + ".mlp", d_model, capacity_rows, dropout, init) {
+      mlp_(store, name + ".mlp", d_model, capacity_rows, dropout, init, tp) {
   const auto size = static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(d_model);
   h_ = FloatView("trellis::nn::" + name + ".h", size);
   dh_ = FloatView("trellis::nn::" + name + ".dh", size);

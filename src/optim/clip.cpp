@@ -1,5 +1,6 @@
 #include "trellis/optim/clip.hpp"
 
+#include "trellis/core/error.hpp"
 #include "trellis/core/math.hpp"
 
 #include <cmath>
@@ -14,13 +15,17 @@ const std::string kScaleLabel = "trellis::clip::scale";
 const std::string kNonfiniteLabel = "trellis::clip::count_nonfinite";
 }  // namespace
 
-double grad_sum_of_squares(ConstFloatView grads) {
-  // One work item per block of kBlock elements, summed with kLanes independent accumulators:
-  // a single running double sum is bound by the latency of each add (and cannot vectorise,
-  // since the compiler may not reorder it), which made this 2x slower than the optimizer step.
+namespace {
+
+// weights: [n] or empty (all 1). One work item per block of kBlock elements, summed with
+// kLanes independent accumulators: a single running double sum is bound by the latency of
+// each add (and cannot vectorise, since the compiler may not reorder it), which made this 2x
+// slower than the optimizer step.
+double weighted_sum_of_squares(ConstFloatView grads, ConstFloatView weights) {
   constexpr std::size_t kBlock = 256, kLanes = 8;
   const std::size_t n = grads.extent(0);
   const std::size_t blocks = (n + kBlock - 1) / kBlock;
+  const bool weighted = weights.extent(0) > 0;
   double sum = 0.0;
   Kokkos::parallel_reduce(
       kSumSquaresLabel, Kokkos::RangePolicy<ExecSpace>(0, blocks),
@@ -32,11 +37,11 @@ double grad_sum_of_squares(ConstFloatView grads) {
         for (; i + kLanes <= end; i += kLanes)
           for (std::size_t l = 0; l < kLanes; ++l) {
             const double g = grads(i + l);
-            lane[l] += g * g;
+            lane[l] += weighted ? g * g * weights(i + l) : g * g;
           }
         for (; i < end; ++i) {
           const double g = grads(i);
-          lane[0] += g * g;
+          lane[0] += weighted ? g * g * weights(i) : g * g;
         }
         double block_sum = 0.0;
         for (std::size_t l = 0; l < kLanes; ++l) block_sum += lane[l];
@@ -44,6 +49,19 @@ double grad_sum_of_squares(ConstFloatView grads) {
       },
       sum);
   return sum;
+}
+
+}  // namespace
+
+double grad_sum_of_squares(ConstFloatView grads) {
+  return weighted_sum_of_squares(grads, ConstFloatView());
+}
+
+double grad_sum_of_squares(ConstFloatView grads, ConstFloatView mask) {
+  TRELLIS_REQUIRE(mask.extent(0) == grads.extent(0),
+                  "grad_sum_of_squares: mask of " + std::to_string(mask.extent(0)) + " for " +
+                      std::to_string(grads.extent(0)) + " gradients");
+  return weighted_sum_of_squares(grads, mask);
 }
 
 double global_grad_norm(ConstFloatView grads) { return std::sqrt(grad_sum_of_squares(grads)); }

@@ -69,9 +69,17 @@ const std::vector<ConfigKey>& config_schema() {
       {"data.cache", "none",
        "none: read every batch from HDF5 | memory: load the whole dataset "
        "into each rank's memory once (small datasets)"},
-      {"parallel.tp", "1", "tensor-parallel ranks (only 1 is supported so far)"},
+      {"parallel.tp", "1",
+       "tensor-parallel ranks per model replica (consecutive ranks: keep them on one node); "
+       "mlp and gpt"},
       {"parallel.pp", "1", "pipeline-parallel stages (only 1 is supported so far)"},
+      {"parallel.backend", "auto", "communicator for the model's tensors: auto | mpi | nccl"},
       {"parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB"},
+      {"parallel.overlap", "true",
+       "start each gradient bucket's all-reduce as soon as backward has filled it"},
+      {"parallel.zero", "0",
+       "1: ZeRO-1, optimizer state sharded over the data-parallel ranks (reduce-scatter "
+       "gradients, update the own shard, all-gather parameters)"},
       {"run.dir", "runs/default", "directory for config.ini, metrics.jsonl and model.h5"},
       {"log.interval", "50", "log every this many optimizer steps"},
   };

@@ -19,7 +19,8 @@ int to_int(std::int64_t value, const char* what) {
 }
 
 std::unique_ptr<nn::Model> build_mlp(const ModelConfig& model, const DataShape& data,
-                                     std::int64_t capacity, nn::ParameterStore& store) {
+                                     std::int64_t capacity, nn::ParameterStore& store,
+                                     nn::TensorParallel tp) {
   if (data.feature_numel <= 0)
     throw ConfigError(
         "config key model.type = mlp needs a labelled-sample dataset (trellis.samples)");
@@ -31,6 +32,7 @@ std::unique_ptr<nn::Model> build_mlp(const ModelConfig& model, const DataShape& 
   spec.dropout = model.dropout;
   spec.init = model.init;
   spec.capacity = to_int(capacity, "batch");
+  spec.tp = tp;
   return std::make_unique<nn::Mlp>(spec, store);
 }
 
@@ -55,7 +57,8 @@ std::unique_ptr<nn::Model> build_cnn(const ModelConfig& model, const DataShape& 
 }
 
 std::unique_ptr<nn::Model> build_gpt(const ModelConfig& model, const DataShape& data,
-                                     std::int64_t capacity, nn::ParameterStore& store) {
+                                     std::int64_t capacity, nn::ParameterStore& store,
+                                     nn::TensorParallel tp) {
   if (data.seq_len <= 0)
     throw ConfigError("config key model.type = gpt needs a token dataset (trellis.tokens)");
   const int vocab = model.vocab > 0 ? model.vocab : data.classes;
@@ -70,6 +73,7 @@ std::unique_ptr<nn::Model> build_gpt(const ModelConfig& model, const DataShape& 
   spec.vocab = vocab;
   spec.dropout = model.dropout;
   spec.capacity = to_int(capacity, "batch");
+  spec.tp = tp;
   return std::make_unique<nn::Gpt>(spec, store);
 }
 
@@ -77,10 +81,14 @@ std::unique_ptr<nn::Model> build_gpt(const ModelConfig& model, const DataShape& 
 
 std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape& data,
                                        std::int64_t capacity, nn::ParameterStore& store,
-                                       const MpiComm* dp) {
-  if (model.type == "mlp") return build_mlp(model, data, capacity, store);
+                                       const MpiComm* dp, nn::TensorParallel tp) {
+  if (model.type == "mlp") return build_mlp(model, data, capacity, store, tp);
+  if (model.type == "gpt") return build_gpt(model, data, capacity, store, tp);
+  if (tp.active())
+    throw ConfigError("config key parallel.tp = " + std::to_string(tp.size()) +
+                      ": model.type = " + model.type +
+                      " has no tensor-parallel form (mlp and gpt have); use parallel.tp = 1");
   if (model.type == "cnn") return build_cnn(model, data, capacity, store, dp);
-  if (model.type == "gpt") return build_gpt(model, data, capacity, store);
   throw ConfigError("config key model.type = " + model.type + " is not available in this build");
 }
 

@@ -144,11 +144,13 @@ TrainConfig TrainConfig::from(const RawConfig& raw) {
 
   c.parallel.tp = static_cast<int>(config_int(raw, "parallel.tp", 1));
   c.parallel.pp = static_cast<int>(config_int(raw, "parallel.pp", 1));
-  if (c.parallel.tp != 1 || c.parallel.pp != 1)
-    throw ConfigError(
-        "config keys parallel.tp and parallel.pp: only 1 is supported so far (got tp=" +
-        raw.get("parallel.tp") + ", pp=" + raw.get("parallel.pp") + ")");
+  if (c.parallel.pp != 1)
+    throw ConfigError("config key parallel.pp = " + raw.get("parallel.pp") +
+                      ": only 1 is supported so far");
+  c.parallel.backend = parse_comm_backend(raw.get("parallel.backend"));
   c.parallel.bucket_mb = config_double(raw, "parallel.bucket_mb", 0.001, 1e6);
+  c.parallel.overlap = config_bool(raw, "parallel.overlap");
+  c.parallel.zero = config_choice(raw, "parallel.zero", {"0", "1"}) == "1";
 
   c.run_dir = raw.get("run.dir");
   if (c.run_dir.empty()) throw ConfigError("config key run.dir must not be empty");

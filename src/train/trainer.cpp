@@ -4,6 +4,9 @@
 #include "trellis/core/error.hpp"
 #include "trellis/core/timer.hpp"
 #include "trellis/optim/clip.hpp"
+#include "trellis/parallel/grad_norm.hpp"
+#include "trellis/parallel/gradient_sync.hpp"
+#include "trellis/parallel/logical_tensors.hpp"
 #include "trellis/train/agreement.hpp"
 #include "trellis/train/data_factory.hpp"
 #include "trellis/train/model_factory.hpp"
@@ -63,9 +66,15 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
 
 void Trainer::setup(MPI_Comm world) {
   run_agreed(world, log_, [&] {
-    grid_ = std::make_unique<ProcessGrid>(world, config_.parallel.tp, config_.parallel.pp);
+    grid_ = std::make_unique<ProcessGrid>(world, config_.parallel.tp, config_.parallel.pp,
+                                          config_.parallel.backend);
     config_.resolve_batch(grid_->size(Axis::dp));
   });
+  if (grid_->tp_spans_nodes() && grid_->rank() == 0)
+    log_.warn("the tensor-parallel group of " + std::to_string(grid_->size(Axis::tp)) +
+              " ranks spans nodes: its per-layer all-reduces leave the node (place tp ranks "
+              "on one node, e.g. parallel.tp <= GPUs per node with block rank placement)");
+  const nn::TensorParallel tp{grid_->size(Axis::tp) > 1 ? &grid_->communicator(Axis::tp) : nullptr};
   const MpiComm& dp = grid_->dp();
   const int dp_size = dp.size();
 
@@ -90,17 +99,24 @@ void Trainer::setup(MPI_Comm world) {
   const std::int64_t eval_rows = test_data_ ? config_.train.eval_batch : 0;
   const std::int64_t capacity = std::max(config_.train.micro_batch, eval_rows);
   run_agreed(grid_->world().get(), log_, [&] {
-    model_ = build_model(config_.model, shape, capacity, store_, &dp);
+    model_ = build_model(config_.model, shape, capacity, store_, &dp, tp);
+    store_.pad_to_multiple(GradientSync::padding_multiple(dp_size));  // even ZeRO-1 shards
     store_.finalize(config_.train.seed);
+    GradientSyncOptions sync_options;
+    sync_options.bucket_bytes = static_cast<std::size_t>(config_.parallel.bucket_mb * 1024 * 1024);
+    sync_options.overlap = config_.parallel.overlap;
+    sync_options.zero1 = config_.parallel.zero;
+    sync_ = std::make_unique<GradientSync>(grid_->communicator(Axis::dp), store_, sync_options);
     loss_ = std::make_unique<nn::SoftmaxCrossEntropy>(
-        model_->classes(), static_cast<int>(capacity * model_->rows_per_sample()));
-    optimizer_ = make_optimizer(optimizer_spec_from(config_.optim), store_.buffer_size(),
-                                store_.decay_mask());
+        model_->local_classes(), static_cast<int>(capacity * model_->rows_per_sample()),
+        model_->class_offset(), model_->classes(),
+        model_->local_classes() < model_->classes() ? tp : nn::TensorParallel{});
+    norm_mask_ = sync_->gather_shard(norm_mask(store_, grid_->coords().tp));
+    optimizer_ = make_optimizer(optimizer_spec_from(config_.optim), sync_->update_size(),
+                                sync_->gather_shard(store_.decay_mask()));
     schedule_ = std::make_unique<LrSchedule>(
         schedule_spec_from(config_.sched, config_.optim.lr, total_steps()));
   });
-  reducer_ = std::make_unique<GradientAllReducer>(
-      dp, store_.grads(), static_cast<std::size_t>(config_.parallel.bucket_mb * 1024 * 1024));
   buffers_ = std::make_unique<BatchBuffers>(std::max(local_batch, eval_rows), shape.feature_numel,
                                             shape.seq_len);
 
@@ -119,14 +135,29 @@ void Trainer::setup(MPI_Comm world) {
             std::to_string(node_.node_count) + " node(s), grid " + grid_->layout().describe());
   log_.info("data: train " + train_data_->describe() +
             (test_data_ ? "; test " + test_data_->describe() : ""));
-  log_.info("model: " + model_->describe() + ", " + std::to_string(store_.num_elements()) +
-            " parameters; optimizer " + optimizer_->name() + ", schedule " + config_.sched.type);
+  log_.info("model: " + model_->describe() + ", " + std::to_string(logical_parameter_count()) +
+            " parameters (" + std::to_string(store_.num_elements()) + " on this rank); optimizer " +
+            optimizer_->name() + ", schedule " + config_.sched.type);
   log_.info("batch: global " + std::to_string(config_.train.global_batch) + " = " +
             std::to_string(dp_size) + " ranks x " +
             std::to_string(config_.accumulation_steps(dp_size)) + " micro-batches x " +
             std::to_string(config_.train.micro_batch) + " samples; " +
             std::to_string(train_data_->steps_per_epoch()) + " steps per epoch; run dir " +
             config_.run_dir);
+}
+
+std::int64_t Trainer::logical_parameter_count() const {
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < store_.size(); ++i)
+    total += shape_numel(store_.info(i).logical_shape);
+  return total;
+}
+
+std::int64_t Trainer::optimizer_state_floats() const {
+  std::int64_t total = 0;
+  for (const auto& [name, view] : optimizer_->state())
+    total += static_cast<std::int64_t>(view.extent(0));
+  return total;
 }
 
 std::int64_t Trainer::total_steps() const {
@@ -177,12 +208,14 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
     sums[0] += result.loss_sum;
     sums[1] += static_cast<double>(result.correct);
     loss_->backward(scale);
+    sync_->begin_backward(k == micro_batches - 1);  // overlap the all-reduce with the last
     model_->backward(loss_->input_grad(), m);
   }
   times.compute += phase.fenced_seconds();
 
+  // Exposed communication: what the overlap with backward did not hide.
   phase.restart();
-  reducer_->all_reduce();
+  sync_->finish_reduction();
   TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, dp.get()));
   times.comm += phase.seconds();
 
@@ -196,9 +229,21 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
   if (!std::isfinite(stats.loss_sum))
     throw Error("non-finite training loss at step " + std::to_string(global_step_ + 1) +
                 " (lower optim.lr or set optim.clip_norm)");
-  stats.grad_norm = clip_grad_norm(store_.grads(), config_.optim.clip_norm);
-  optimizer_->step(store_.params(), store_.grads(), schedule_->lr(global_step_));
+  // The global norm: each rank's masked share, summed over the tp group, and over dp when
+  // ZeRO-1 left each dp rank a shard (otherwise the reduced gradients are equal over dp).
+  const FloatView grads = sync_->update_grads();
+  double sum_of_squares = grad_sum_of_squares(grads, norm_mask_);
+  TRELLIS_MPI(
+      MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_->tp().get()));
+  if (sync_->sharded())
+    TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, dp.get()));
+  stats.grad_norm = std::sqrt(sum_of_squares);
+  clip_to_norm(grads, stats.grad_norm, config_.optim.clip_norm);
+  optimizer_->step(sync_->update_params(), grads, schedule_->lr(global_step_));
   times.optimizer += phase.fenced_seconds();
+  phase.restart();
+  sync_->finish_update();  // ZeRO-1: all-gather the updated shards
+  times.comm += phase.seconds();
   ++global_step_;
   return stats;
 }
@@ -292,9 +337,13 @@ void Trainer::run() {
   log_.info(format("done: %.0f steps in %.1f s, %.0f samples/s after the first step",
                    static_cast<double>(global_step_), seconds, throughput));
 
+  // Every tp group gathers its logical tensors (collective); world rank 0 writes them.
+  std::vector<HostTensor> weights;
+  run_agreed(grid_->world().get(), log_,
+             [&] { weights = logical_parameters(store_, grid_->communicator(Axis::tp)); });
   run_agreed(grid_->world().get(), log_, [&] {
     if (grid_->rank() != 0) return;
-    save_weights(config_.run_dir + "/model.h5", store_, model_->buffers(), config_.raw.to_ini());
+    save_weights(config_.run_dir + "/model.h5", weights, model_->buffers(), config_.raw.to_ini());
     JsonLine summary;
     summary.add("steps", global_step_)
         .add("ranks", grid_->layout().world_size())
@@ -302,7 +351,9 @@ void Trainer::run() {
         .add("samples_per_sec", throughput)
         .add("tokens_per_sec",
              model_->takes_tokens() ? throughput * model_->rows_per_sample() : 0.0)
-        .add("parameters", store_.num_elements())
+        .add("parameters", logical_parameter_count())
+        .add("parameters_per_rank", store_.num_elements())
+        .add("optimizer_state_floats_per_rank", optimizer_state_floats())
         .add("flops_per_sample", model_->flops_per_sample());
     if (last_eval_)
       summary.add("test_loss", last_eval_->loss).add("test_accuracy", last_eval_->accuracy);

@@ -27,7 +27,7 @@ H5File open_for_reading(const std::string& path) {
 
 }  // namespace
 
-void save_weights(const std::string& path, const nn::ParameterStore& store,
+void save_weights(const std::string& path, const std::vector<HostTensor>& params,
                   const std::vector<nn::NamedBuffer>& buffers, const std::string& config_ini) {
   hdf5_quiet();
   const std::string tmp = path + ".tmp";
@@ -38,16 +38,14 @@ void save_weights(const std::string& path, const nn::ParameterStore& store,
     write_string_attribute(file.get(), "config", config_ini);
     H5Handle<H5Gclose> group(
         TRELLIS_H5(H5Gcreate2(file.get(), "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
-    for (std::size_t i = 0; i < store.size(); ++i) {
-      const auto& info = store.info(i);
-      std::vector<hsize_t> dims(info.shape.begin(), info.shape.end());
+    for (const HostTensor& param : params) {
+      std::vector<hsize_t> dims(param.shape.begin(), param.shape.end());
       H5Space space(
           TRELLIS_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
-      H5Dataset dataset(TRELLIS_H5(H5Dcreate2(group.get(), info.name.c_str(), H5T_IEEE_F32LE,
+      H5Dataset dataset(TRELLIS_H5(H5Dcreate2(group.get(), param.name.c_str(), H5T_IEEE_F32LE,
                                               space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
-      auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), store.param(i));
-      TRELLIS_H5(
-          H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
+      TRELLIS_H5(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                          param.values.data()));
     }
     H5Handle<H5Gclose> buffer_group(
         TRELLIS_H5(H5Gcreate2(file.get(), "buffers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));

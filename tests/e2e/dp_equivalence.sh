@@ -12,6 +12,22 @@ trellis_run 2 "${common[@]}" --run.dir="$WORK/np2" > "$WORK/np2.log"
 trellis_run 4 "${common[@]}" --train.micro_batch=8 --run.dir="$WORK/np4" > "$WORK/np4.log"
 /usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 50 "$WORK/np1" "$WORK/np2" "$WORK/np4"
 
+# Small buckets (many of them), reduced while backward runs (the default) or after it
+# (parallel.overlap=false), and ZeRO-1 (reduce-scatter, sharded AdamW state, all-gather): all
+# the same losses. Overlap changes only when a bucket starts, so it is bitwise identical.
+trellis_run 4 "${common[@]}" --train.micro_batch=8 --parallel.bucket_mb=0.01 --run.dir="$WORK/np4-small-buckets" > "$WORK/np4-sb.log"
+trellis_run 4 "${common[@]}" --train.micro_batch=8 --parallel.bucket_mb=0.01 --parallel.overlap=false --run.dir="$WORK/np4-blocking" > "$WORK/np4-blocking.log"
+trellis_run 4 "${common[@]}" --train.micro_batch=8 --parallel.bucket_mb=0.01 --parallel.zero=1 --run.dir="$WORK/np4-zero1" > "$WORK/np4-zero1.log"
+/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 50 "$WORK/np4-small-buckets" "$WORK/np4-blocking"
+/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 50 "$WORK/np1" "$WORK/np4-small-buckets" "$WORK/np4-zero1"
+# ZeRO-1 keeps 1/dp of the optimizer state per rank (AdamW: 2 floats per padded parameter).
+/usr/bin/python3 - "$WORK/np4-small-buckets" "$WORK/np4-zero1" <<'PY'
+import json, sys
+full, zero = (json.load(open(d + "/summary.json"))["optimizer_state_floats_per_rank"] for d in sys.argv[1:])
+assert zero * 4 == full, f"ZeRO-1 optimizer state {zero} floats per rank, without {full}"
+print(f"optimizer state per rank: {full} floats, {zero} with ZeRO-1 over 4 ranks")
+PY
+
 # The same data split into 3 shard files and read through a glob trains identically: at one
 # rank the losses match the single-file run bit for bit.
 /usr/bin/python3 "$TRELLIS_SRC/tools/idx_to_hdf5.py" --src /usr/share/datasets/fashion-mnist \

@@ -2,7 +2,6 @@
 
 #include "trellis/comm/device_binding.hpp"
 #include "trellis/comm/process_grid.hpp"
-#include "trellis/parallel/grad_allreduce.hpp"
 #include "trellis/train/agreement.hpp"
 
 #include <mpi.h>
@@ -40,29 +39,6 @@ TEST_CASE("sub-communicators match the grid layout for every factorisation", "[g
         CHECK(members == layout.group(axis, grid.rank()));
       }
     }
-  }
-}
-
-TEST_CASE("bucketed gradient all-reduce sums over dp for any bucket size", "[grid_mpi]") {
-  const int world = world_size();
-  ProcessGrid grid(MPI_COMM_WORLD, 1, 1);
-  const std::size_t n = 1000;
-  for (std::size_t bucket_bytes :
-       {std::size_t{4}, std::size_t{100}, std::size_t{4000}, std::size_t{1} << 20}) {
-    FloatView grads("grads", n);
-    auto host = Kokkos::create_mirror_view(grads);
-    for (std::size_t i = 0; i < n; ++i)
-      host(i) = static_cast<float>(world_rank() + 1) * static_cast<float>(i % 7);
-    Kokkos::deep_copy(grads, host);
-    GradientAllReducer reducer(grid.dp(), grads, bucket_bytes);
-    CHECK(reducer.bucket_count() == (n * sizeof(float) + bucket_bytes - 1) / bucket_bytes);
-    reducer.all_reduce();
-    Kokkos::deep_copy(host, grads);
-    const float rank_sum = static_cast<float>(world * (world + 1) / 2);
-    bool all_equal = true;
-    for (std::size_t i = 0; i < n; ++i)
-      all_equal = all_equal && host(i) == rank_sum * static_cast<float>(i % 7);
-    CHECK(all_equal);
   }
 }
 

@@ -16,14 +16,19 @@ namespace trellis::kernels {
 // A token id outside [0, vocab) throws trellis::InputError naming the id, its position (the
 // row of this call, 0-based; the lowest bad one) and `table` (e.g. "wte"); that row of out is
 // zeroed. The check rides on the gather (one reduction), so valid input costs one fence.
-void embedding_forward(ConstLabels tokens, ConstMatrix weight, Matrix out,
-                       const std::string& table);
+// Vocabulary-parallel tables (weight = rows [vocab_offset, vocab_offset + weight rows) of a
+// logical_vocab-row table): ids are checked against logical_vocab, and rows whose id another
+// rank holds get 0 (the caller sums the ranks' outputs). logical_vocab < 0: weight's rows.
+void embedding_forward(ConstLabels tokens, ConstMatrix weight, Matrix out, const std::string& table,
+                       std::int64_t vocab_offset = 0, std::int64_t logical_vocab = -1);
 
 // dweight[v, j] += sum over rows r with tokens[r] == v of dy[r, j], rows in increasing order.
 // One thread per column j walks all rows: O(n d) work, parallel over d. (On GPUs with large
 // vocabularies and batches a sort-by-id segmented sum would expose more parallelism; this is
 // the simple deterministic form.) Ids outside [0, vocab), which forward rejects, are skipped.
-void embedding_backward(ConstLabels tokens, ConstMatrix dy, Matrix dweight);
+// Vocabulary-parallel: only ids in [vocab_offset, vocab_offset + dweight rows) contribute.
+void embedding_backward(ConstLabels tokens, ConstMatrix dy, Matrix dweight,
+                        std::int64_t vocab_offset = 0);
 
 // y[r, :] = x[r, :] + pos[r % T, :], T = pos.extent(0): row r is position r % T of its
 // sequence (rows hold whole sequences back to back). x and y may alias.

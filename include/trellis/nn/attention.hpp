@@ -30,6 +30,12 @@
 //     row ctx.first_sample.
 // So masks depend on the global token position only, never on how a batch is split.
 //
+// Tensor parallelism (tp): heads are split over the tp ranks, H/tp each (n_head % tp == 0).
+// c_attn is column-parallel with its q, k and v blocks each split (rank r holds the rows of
+// heads [r H/tp, (r+1) H/tp) of each), c_proj is row-parallel, so one all-reduce forward (in
+// c_proj) and one backward (in c_attn) per layer. d and H in the buffer sizes above are then
+// this rank's d/tp and H/tp; the attention dropout draws at the logical (sequence, head) rows.
+//
 // GEMMs: per (sequence, head) row-major products via kernels::gemm_batched on the [S, H, T, hd]
 // buffers (no transposed copies); QK^T is computed over the full T x T square and the softmax
 // masks it. Buffers, all sized at construction for capacity_rows: q, k, v, yh, yr, dyh, dq,
@@ -44,6 +50,7 @@
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/linear.hpp"
 #include "trellis/nn/parameter_store.hpp"
+#include "trellis/nn/tensor_parallel.hpp"
 #include "trellis/nn/transformer_init.hpp"
 
 #include <cstdint>
@@ -56,7 +63,7 @@ class CausalSelfAttention : public Layer {
   // Registers "<name>.c_attn.{weight,bias}" and "<name>.c_proj.{weight,bias}".
   CausalSelfAttention(ParameterStore& store, const std::string& name, int d_model, int n_head,
                       int seq_len, int capacity_rows, float dropout,
-                      const TransformerInit& init = TransformerInit{});
+                      const TransformerInit& init = TransformerInit{}, TensorParallel tp = {});
 
   // n rows (a multiple of seq_len); ctx.first_sample is the global index of row 0 in token
   // rows (sequence index * seq_len).
@@ -66,7 +73,7 @@ class CausalSelfAttention : public Layer {
   // counted over the full T x T square (the masked half is computed too), x3 for fwd + bwd.
   std::int64_t flops_per_sample() const override;
 
-  int n_head() const { return n_head_; }
+  int n_head() const { return n_head_; }  // this rank's heads
   int seq_len() const { return seq_len_; }
   float dropout() const { return p_; }
   // The last forward's attention probabilities before dropout: [n / T * H * T, T] rows.
@@ -76,16 +83,19 @@ class CausalSelfAttention : public Layer {
 
  private:
   Linear c_attn_, c_proj_;
-  int d_, n_head_, head_dim_, seq_len_;
+  int d_, n_head_;                   // this rank's width and heads (d/tp, H/tp)
+  int logical_heads_, head_offset_;  // H, and the first of this rank's heads
+  int head_dim_, seq_len_;
   float p_;
   std::uint64_t attn_stream_, resid_stream_;  // stream_from_name of the two dropouts
   kernels::DropoutMask attn_mask_, resid_mask_;
   bool dropout_active_ = false;
   int last_rows_ = 0;
-  FloatView q_, k_, v_, yh_, yr_;      // [cap * d]
-  FloatView att_, attd_, datt_;        // [cap * H * T]; attd_ only when p > 0
-  FloatView dyh_, dq_, dk_, dv_, dz_;  // [cap * d]
-  FloatView dqkv_;                     // [cap * 3d]
+  FloatView q_, k_, v_, yh_, yr_;  // [cap * d/tp]
+  FloatView att_, attd_, datt_;    // [cap * H * T]; attd_ only when p > 0
+  FloatView dyh_, dq_, dk_, dv_;   // [cap * d/tp]
+  FloatView dz_;                   // [cap * d]
+  FloatView dqkv_;                 // [cap * 3d]
 };
 
 }  // namespace trellis::nn

@@ -18,6 +18,7 @@
 #include "trellis/kernels/views.hpp"
 #include "trellis/nn/batchnorm.hpp"
 #include "trellis/nn/layer.hpp"
+#include "trellis/nn/layer_sequence.hpp"
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
@@ -64,13 +65,13 @@ class Cnn : public Model {
   ConstMatrix input_grad() const;  // [capacity, C*H*W]
   const CnnSpec& spec() const { return spec_; }
   std::size_t num_layers() const { return layers_.size(); }
-  const Layer& layer(std::size_t i) const { return *layers_.at(i); }
+  const Layer& layer(std::size_t i) const { return layers_[i]; }
   // Every BatchNorm's running mean and variance, in forward order.
   std::vector<NamedBuffer> buffers() const override;
 
  private:
   CnnSpec spec_;
-  std::vector<std::unique_ptr<Layer>> layers_;  // in forward order
+  LayerSequence layers_;
   std::vector<const BatchNorm2d*> batchnorms_;  // all BatchNorms, in forward order
 };
 

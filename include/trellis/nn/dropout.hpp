@@ -7,6 +7,8 @@
 // so the mask of a sample depends on its global position in the batch only: the same whether
 // the batch runs on one rank or is split over ranks and micro-batches. No mask is stored;
 // backward recomputes it from the context its forward saw. Identity when !ctx.training or p == 0.
+// Tensor parallelism: a Dropout on columns [column_offset, column_offset + features) of a
+// logical_features-wide activation uses j + column_offset and logical_features above.
 #pragma once
 
 #include "trellis/kernels/dropout.hpp"
@@ -19,7 +21,8 @@ namespace trellis::nn {
 
 class Dropout : public Layer {
  public:
-  Dropout(const std::string& name, int features, int capacity, float p);
+  Dropout(const std::string& name, int features, int capacity, float p, int logical_features = 0,
+          int column_offset = 0);
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
 

@@ -10,6 +10,11 @@
 //            deterministic without atomics or sort: one thread per column j adds the rows in
 //            increasing order, so the sum is bitwise reproducible on any backend.
 //
+// Vocabulary parallelism (tp, Megatron's VocabParallelEmbedding): each tp rank holds rows
+// [r * vocab/tp, (r + 1) * vocab/tp) of W; forward looks up the ids it holds, writes 0 for the
+// others and all-reduces the rows over tp; backward adds only into its own rows (dy is the
+// same on every tp rank). vocab must be divisible by tp.
+//
 // PositionalEmbedding: learned absolute positions added to the rows, an nn::Layer.
 //   x [n, d] (rows = whole sequences of seq_len tokens back to back, n % seq_len == 0)
 //   P "<name>.weight" [seq_len, d] ~ N(0, 0.02^2), no decay
@@ -27,6 +32,7 @@
 #include "trellis/nn/init.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/parameter_store.hpp"
+#include "trellis/nn/tensor_parallel.hpp"
 
 #include <cstddef>
 #include <string>
@@ -37,7 +43,7 @@ class Embedding {
  public:
   // Registers "<name>.weight" [vocab, dim]; capacity = most rows (tokens) per call.
   Embedding(ParameterStore& store, const std::string& name, int vocab, int dim, int capacity,
-            const InitSpec& init = InitSpec::normal(0.02));
+            const InitSpec& init = InitSpec::normal(0.02), TensorParallel tp = {});
   Embedding(const Embedding&) = delete;
   Embedding& operator=(const Embedding&) = delete;
 
@@ -48,7 +54,9 @@ class Embedding {
 
   ConstMatrix output() const;  // [capacity, dim]
   const std::string& name() const { return name_; }
-  int vocab() const { return vocab_; }
+  int vocab() const { return vocab_; }  // logical
+  int local_vocab() const { return vocab_ / tp_.size(); }
+  int vocab_offset() const { return tp_.rank() * local_vocab(); }
   int dim() const { return dim_; }
   int capacity() const { return capacity_; }
   std::size_t weight_index() const { return weight_; }
@@ -57,6 +65,7 @@ class Embedding {
   ParameterStore* store_;
   std::string name_;
   int vocab_, dim_, capacity_;
+  TensorParallel tp_;
   std::size_t weight_;
   FloatView output_;             // [capacity * dim]
   kernels::ConstLabels tokens_;  // [n] window onto the last forward's ids

@@ -27,6 +27,11 @@
 // global SEQUENCE index of sequence 0. So a batch's masks do not depend on how it is split
 // over ranks or micro-batches. training == false (or dropout 0) is deterministic.
 //
+// Tensor parallelism (spec.tp): blocks split heads and MLP columns (transformer.hpp); wte is
+// vocabulary-parallel (embedding.hpp), so the tied head yields this rank's logit columns
+// [r V/tp, (r+1) V/tp) — forward returns [n*T, V/tp] and the loss must be vocabulary-parallel
+// (SoftmaxCrossEntropy with the tp group); backward all-reduces dhf over tp.
+//
 // Generation: forward(n = 1, training = false) on a full window of T tokens and read the
 // logits row of the last position (causal: row t never depends on tokens after t).
 #pragma once
@@ -54,7 +59,8 @@ struct GptSpec {
   int seq_len = 0;  // T: tokens per sequence (context window)
   int vocab = 0;
   float dropout = 0.0f;
-  int capacity = 0;  // most sequences per forward/backward call
+  int capacity = 0;   // most sequences per forward/backward call
+  TensorParallel tp;  // none by default
 };
 
 // Throws ConfigError naming the first bad field (model.n_layer, model.n_head, model.d_model,
@@ -78,6 +84,8 @@ class Gpt : public Model {
   void backward(ConstMatrix dlogits, int n) override;
 
   int classes() const override { return spec_.vocab; }
+  int local_classes() const override { return wte_.local_vocab(); }
+  int class_offset() const override { return wte_.vocab_offset(); }
   int rows_per_sample() const override { return spec_.seq_len; }
   int capacity() const override { return spec_.capacity; }
   bool takes_tokens() const override { return true; }
@@ -105,6 +113,8 @@ class Gpt : public Model {
   FloatView logits_;                 // [capacity * T * vocab]
   FloatView dhf_;                    // [capacity * T * d]
   int last_n_ = -1;
+  std::size_t wpe_offset_ = 0, ln_f_offset_ = 0;  // flat offsets, for grads_final_from
+  std::vector<std::size_t> block_offsets_;
 };
 
 }  // namespace trellis::nn

@@ -6,10 +6,19 @@
 // backward:  dW += dy^T x    db += colsum(dy)   parameter grads accumulate (+=)
 //            dx  = dy W                          input grad written (=)
 // All three GEMMs use the row-major buffers as they are: no transposed copies.
+//
+// Tensor parallelism (nn/tensor_parallel.hpp), in and out are the LOGICAL sizes:
+//   Split::column  W [out/tp, in], b [out/tp] (pieces of dim 0; with sections = 3 a fused
+//                  q|k|v weight gives each rank its piece of each of the 3 blocks)
+//                  x [n, in] -> y [n, out/tp];  backward: dx all-reduced over tp
+//   Split::row     W [out, in/tp], b [out] replicated
+//                  x [n, in/tp] -> y [n, out] = all-reduce(x W^T) + b;  backward: local
+// in_features()/out_features() are this rank's (local) sizes.
 #pragma once
 
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/parameter_store.hpp"
+#include "trellis/nn/tensor_parallel.hpp"
 
 #include <cstddef>
 #include <string>
@@ -30,21 +39,26 @@ class Linear : public Layer {
   // Registers "<name>.weight" and "<name>.bias" in `store` (before store.finalize()); the store
   // must outlive the layer and be finalized before the first forward.
   Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
-         int capacity, LinearInit init = LinearInit::kaiming);
+         int capacity, LinearInit init = LinearInit::kaiming, Split split = Split::none,
+         TensorParallel tp = {});
   // The same with explicit initialisations (e.g. GPT-2's normal(0.02) weights, zero bias).
   Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
-         int capacity, const InitSpec& weight_init, const InitSpec& bias_init);
+         int capacity, const InitSpec& weight_init, const InitSpec& bias_init,
+         Split split = Split::none, TensorParallel tp = {}, int sections = 1);
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
-  // 2*in*out forward, 4*in*out backward (dW and dx GEMMs); bias terms ignored.
+  // 2*in*out forward, 4*in*out backward (dW and dx GEMMs) on this rank's sizes; bias ignored.
   std::int64_t flops_per_sample() const override;
 
   std::size_t weight_index() const { return weight_; }
   std::size_t bias_index() const { return bias_; }
+  Split split() const { return split_; }
 
  private:
   ParameterStore* store_;
+  Split split_;
+  TensorParallel tp_;
   std::size_t weight_;  // index in store_
   std::size_t bias_;
 };

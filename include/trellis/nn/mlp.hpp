@@ -8,11 +8,19 @@
 //   fc<i>.weight [h_i, h_{i-1}], fc<i>.bias [h_i], ..., head.weight [classes, h_last], head.bias.
 // Gradient rule as for every layer: parameter grads +=, input grad =.
 // Dropout masks are streamed by layer name ("drop<i>") and step, indexed by ctx.first_sample.
+//
+// Tensor parallelism (spec.tp, nn/tensor_parallel.hpp): hidden layers pair up as column- then
+// row-parallel Linears (fc1 column, fc2 row, fc3 column, ...); activations and dropout between
+// them work on this rank's columns. The head is row-parallel after an unpaired column layer,
+// and replicated otherwise (classifier heads are small; logits are always whole). Every
+// hidden width must be divisible by parallel.tp.
 #pragma once
 
 #include "trellis/nn/layer.hpp"
+#include "trellis/nn/layer_sequence.hpp"
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
+#include "trellis/nn/tensor_parallel.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -29,6 +37,7 @@ struct MlpSpec {
   float dropout = 0.0f;             // after each hidden activation; 0 = no dropout layers
   std::string init = "kaiming";     // "kaiming" (PyTorch Linear default) | "xavier"
   int capacity = 0;                 // max rows per forward/backward call
+  TensorParallel tp;                // none by default
 };
 
 class Mlp : public Model {
@@ -55,11 +64,11 @@ class Mlp : public Model {
 
   const MlpSpec& spec() const { return spec_; }
   std::size_t num_layers() const { return layers_.size(); }
-  const Layer& layer(std::size_t i) const { return *layers_.at(i); }
+  const Layer& layer(std::size_t i) const { return layers_[i]; }
 
  private:
   MlpSpec spec_;
-  std::vector<std::unique_ptr<Layer>> layers_;  // in forward order
+  LayerSequence layers_;
 };
 
 // Throws ConfigError naming the first bad field.

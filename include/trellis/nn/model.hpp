@@ -37,13 +37,17 @@ class Model {
  public:
   virtual ~Model() = default;
 
-  // Returns logits [n * rows_per_sample(), classes()], valid until the next forward. The
+  // Returns logits [n * rows_per_sample(), local_classes()], valid until the next forward. The
   // input must stay unchanged until the matching backward().
   virtual ConstMatrix forward(const ModelInput& input, int n, const StepContext& ctx) = 0;
-  // dlogits: [n * rows_per_sample(), classes()], n as in the last forward.
+  // dlogits: [n * rows_per_sample(), local_classes()], n as in the last forward.
   virtual void backward(ConstMatrix dlogits, int n) = 0;
 
-  virtual int classes() const = 0;                   // logits per row: classes or vocabulary
+  virtual int classes() const = 0;  // logits per row: classes or vocabulary
+  // Vocabulary-parallel models (tp) return only columns [class_offset(), + local_classes())
+  // of the logits on each rank; the loss then reduces over the tp group.
+  virtual int local_classes() const { return classes(); }
+  virtual int class_offset() const { return 0; }
   virtual int rows_per_sample() const { return 1; }  // seq_len for language models
   virtual int capacity() const = 0;                  // most samples per call
   virtual bool takes_tokens() const { return false; }

@@ -20,6 +20,10 @@
 //   h = x + attn(ln_1(x))          ln_1 "<name>.ln_1", attn "<name>.attn" (CausalSelfAttention)
 //   y = h + mlp(ln_2(h))           ln_2 "<name>.ln_2", mlp "<name>.mlp" (FeedForward)
 // backward: dh = dy + ln_2^T(mlp^T(dy)),  dx = dh + ln_1^T(attn^T(dh))
+//
+// Tensor parallelism (tp): FeedForward's c_fc is column-parallel and c_proj row-parallel (the
+// GELU works on this rank's 4d/tp columns); attention splits its heads (attention.hpp). The
+// LayerNorms, residual adds and dropouts on [n, d] are replicated on every tp rank.
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
@@ -42,7 +46,8 @@ class FeedForward : public Layer {
   // Registers "<name>.c_fc.{weight,bias}" and "<name>.c_proj.{weight,bias}"; c_fc weight
   // ~ N(0, init.std^2), c_proj weight ~ N(0, init.proj_std^2), biases 0.
   FeedForward(ParameterStore& store, const std::string& name, int d_model, int capacity_rows,
-              float dropout, const TransformerInit& init = TransformerInit{});
+              float dropout, const TransformerInit& init = TransformerInit{},
+              TensorParallel tp = {});
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
@@ -64,7 +69,8 @@ class FeedForward : public Layer {
 class Block : public Layer {
  public:
   Block(ParameterStore& store, const std::string& name, int d_model, int n_head, int seq_len,
-        int capacity_rows, float dropout, const TransformerInit& init = TransformerInit{});
+        int capacity_rows, float dropout, const TransformerInit& init = TransformerInit{},
+        TensorParallel tp = {});
 
   // ctx.first_sample counts token rows (see CausalSelfAttention).
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;

@@ -12,7 +12,10 @@
 namespace trellis {
 
 double grad_sum_of_squares(ConstFloatView grads);  // sum of g*g
-double global_grad_norm(ConstFloatView grads);     // sqrt of the above
+// sum of g*g*mask: mask [n] is 1 where this rank counts the gradient in the global norm and 0
+// where another rank does (parameters replicated over tp) or for padding.
+double grad_sum_of_squares(ConstFloatView grads, ConstFloatView mask);
+double global_grad_norm(ConstFloatView grads);  // sqrt of the above
 
 // Scales grads by max_norm / (norm + 1e-6) when that is below 1; returns whether it did.
 // Does nothing when max_norm <= 0 (clipping off) or norm is not finite: torch would turn

@@ -2,6 +2,8 @@
 // `store` (the caller finalizes it).
 #pragma once
 
+#include "trellis/nn/tensor_parallel.hpp"
+
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
@@ -15,8 +17,9 @@ namespace trellis {
 
 // capacity: the most samples one forward/backward call will see. dp: the data-parallel
 // communicator for layers that synchronise over it (BatchNorm with model.sync_bn), or null.
+// tp: the tensor-parallel group (mlp and gpt; ConfigError for other models when active).
 std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape& data,
                                        std::int64_t capacity, nn::ParameterStore& store,
-                                       const MpiComm* dp);
+                                       const MpiComm* dp, nn::TensorParallel tp = {});
 
 }  // namespace trellis

@@ -2,6 +2,8 @@
 // what is allowed, and runs before any data is read or any buffer is allocated.
 #pragma once
 
+#include "trellis/comm/communicator.hpp"
+
 #include "trellis/train/config.hpp"
 
 #include <cstdint>
@@ -56,7 +58,10 @@ struct DataConfig {
 
 struct ParallelConfig {
   int tp = 1, pp = 1;
+  CommBackend backend = CommBackend::mpi;
   double bucket_mb = 25;
+  bool overlap = true;
+  bool zero = false;  // ZeRO-1
 };
 
 struct TrainConfig {

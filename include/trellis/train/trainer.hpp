@@ -1,10 +1,13 @@
-// Trainer: the data-parallel training loop, for any nn::Model and data source.
+// Trainer: the training loop over the dp x tp process grid, for any nn::Model and data source.
 //
 // Per optimizer step, on every rank:
-//   source -> this rank's block of the global batch (HDF5 hyperslab reads) -> upload
+//   source -> this dp rank's block of the global batch (HDF5 hyperslab reads) -> upload
 //   for each micro-batch: forward, loss (scaled 1/(global_batch x rows per sample)),
-//                         backward (grads +=)
-//   bucketed all-reduce of the flat gradient over dp -> clip -> lr(step) -> optimizer step
+//                         backward (grads +=; tp collectives inside the layers); during the
+//                         last one, gradient buckets start their dp all-reduce (or ZeRO-1
+//                         reduce-scatter) as backward fills them (GradientSync)
+//   wait for the buckets -> global norm (masked, reduced over tp [and dp with ZeRO-1]) -> clip
+//   -> lr(step) -> optimizer step (own shard with ZeRO-1, then all-gather)
 //   -> metrics (rank 0) -> evaluation at the end of each epoch
 // Every buffer is sized in the constructor; the step itself allocates nothing.
 #pragma once
@@ -17,7 +20,7 @@
 #include "trellis/nn/softmax_xent.hpp"
 #include "trellis/optim/optimizer.hpp"
 #include "trellis/optim/schedule.hpp"
-#include "trellis/parallel/grad_allreduce.hpp"
+#include "trellis/parallel/gradient_sync.hpp"
 #include "trellis/train/batch_buffers.hpp"
 #include "trellis/train/data_source.hpp"
 #include "trellis/train/evaluate.hpp"
@@ -62,6 +65,8 @@ class Trainer {
   void log_step(std::int64_t epoch, const StepStats& stats, float lr, StepTimes& times);
   EvalResult evaluate_and_log(std::int64_t epoch);
   std::int64_t total_steps() const;
+  std::int64_t logical_parameter_count() const;  // the whole model's, whatever the layout
+  std::int64_t optimizer_state_floats() const;   // this rank's optimizer state
 
   TrainConfig config_;
   NodeBinding node_;
@@ -72,9 +77,10 @@ class Trainer {
   nn::ParameterStore store_;
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<nn::SoftmaxCrossEntropy> loss_;
+  ConstFloatView norm_mask_;  // [update size]: gradients this rank counts in the global norm
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<GradientAllReducer> reducer_;
+  std::unique_ptr<GradientSync> sync_;  // dp reduction (overlapped), ZeRO-1
   std::unique_ptr<BatchBuffers> buffers_;
   std::unique_ptr<MetricsLog> metrics_;
   std::int64_t global_step_ = 0;  // optimizer steps completed

@@ -7,6 +7,8 @@
 // leaves a half-written file under the final name.
 #pragma once
 
+#include "trellis/parallel/logical_tensors.hpp"
+
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
@@ -14,7 +16,8 @@
 
 namespace trellis {
 
-void save_weights(const std::string& path, const nn::ParameterStore& store,
+// params: logical tensors (parallel/logical_tensors.hpp), whatever layout trained them.
+void save_weights(const std::string& path, const std::vector<HostTensor>& params,
                   const std::vector<nn::NamedBuffer>& buffers, const std::string& config_ini);
 
 // The `config` attribute of a weights file. Throws InputError naming the file.

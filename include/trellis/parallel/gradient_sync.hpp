@@ -1,0 +1,137 @@
+// GradientSync: data-parallel gradient reduction over contiguous buckets of the flat gradient
+// buffer, launched while the last micro-batch's backward is still running, and optionally
+// ZeRO-1 (each dp rank keeps the optimizer's view of only its shard of the parameters).
+//
+// Buckets: [b0, b1) ranges of the flat buffer of at most bucket_bytes / 4 floats, their length
+// a multiple of padding_multiple(dp) = dp * ParameterStore::kAlignment (the buffer is padded to
+// that multiple, so the last, shorter bucket is one too). Backward runs in reverse registration
+// order, so buckets become final from the highest offset down; models report this through
+// ParameterStore::grads_final_from(offset), which reaches grads_final_from() below.
+//
+//   flat grads  |------ bucket 0 ------|------ bucket 1 ------|-- bucket 2 --|
+//   dp = 2      |  piece 0  |  piece 1 |  piece 0  |  piece 1 | p 0  |  p 1  |
+//
+//   not sharded: each bucket all-reduced (sum) in place in store.grads().
+//   zero1:       rank r owns piece r of EVERY bucket; its pieces sit back to back in the
+//                master shard [update_size = buffer_size / dp]:
+//
+//   rank 1's shard  | b0 piece 1 | b1 piece 1 | b2 p 1 |
+//                   s_0          s_1          s_2        (s_b = sum of previous len / dp)
+//
+//                reduce-scatter grads[b0, b1) -> shard_grads[s_b, s_b + len / dp) (sum), the
+//                optimizer updates master params [update_size] (fp32, authoritative), and
+//                finish_update() all-gathers master[s_b, ...) -> store.params()[b0, b1).
+//
+// Calling sequence per training step:
+//   store.zero_grads();
+//   for each micro-batch k:
+//     sync.begin_backward(k == last);  // arms the overlap for the last micro-batch only
+//     forward; backward;               // models call store.grads_final_from(offset)
+//   sync.finish_reduction();           // update_grads() = SUM over dp (callers pre-scale)
+//   clip over update_grads()           // sharded: all-reduce the sum of squares over dp first
+//   optimizer.step(sync.update_params(), sync.update_grads(), lr);  // built with update_size()
+//   sync.finish_update();              // zero1: store.params() := gathered master shards
+//
+// Everything (shard buffers, request array) is allocated in the constructor; the step allocates
+// nothing. All traffic goes through Communicator, so the MPI and NCCL backends behave alike.
+// Non-blocking collectives are started in the same order (highest bucket first) on every rank,
+// and at most kMaxInFlight of them are outstanding: starting one more first waits for the
+// oldest (the NCCL backend has a fixed pool of request events).
+#pragma once
+
+#include "trellis/comm/communicator.hpp"
+#include "trellis/core/kokkos_types.hpp"
+#include "trellis/nn/parameter_store.hpp"
+
+#include <cstddef>
+#include <vector>
+
+namespace trellis {
+
+struct GradientSyncOptions {
+  std::size_t bucket_bytes = 25u << 20;  // parallel.bucket_mb
+  bool overlap = true;  // launch buckets from grads_final_from() during the last backward
+  bool zero1 = false;   // parallel.zero = 1
+};
+
+class GradientSync : public nn::GradReadyListener {
+ public:
+  // Most requests outstanding at once (below NcclCommunicator::kEventSlots).
+  static constexpr std::size_t kMaxInFlight = 32;
+
+  // Floats the store's buffer must be a multiple of: dp_size * ParameterStore::kAlignment.
+  // Call store.pad_to_multiple(padding_multiple(dp)) after the model is built, before finalize().
+  static std::size_t padding_multiple(int dp_size);
+
+  // store: finalized, buffer_size() a multiple of padding_multiple(dp.size()) (Error
+  // otherwise). Registers itself as the store's gradient listener; the destructor detaches it.
+  // With zero1, the master shard is loaded from store.params(). dp and store must outlive it.
+  GradientSync(Communicator& dp, nn::ParameterStore& store, const GradientSyncOptions& options);
+  // Detaches from the store. Requests still in flight (a step abandoned by an exception) are
+  // not waited for: the other ranks may never start them.
+  ~GradientSync() override;
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  // Before each micro-batch's backward: true arms the overlap (the last micro-batch of a step).
+  // Throws if buckets of an unfinished reduction are still in flight.
+  void begin_backward(bool last_micro_batch);
+  // When armed and overlapping: starts every not-yet-started bucket lying wholly at offsets
+  // >= offset, and test()s the requests in flight so that MPI progresses them.
+  void grads_final_from(std::size_t offset) override;
+  // Starts the buckets not started yet, waits for all. update_grads() then holds the SUM of
+  // the gradients over the dp ranks (not sharded: store.grads() itself; zero1: the shard, while
+  // store.grads() keeps this rank's local gradients).
+  void finish_reduction();
+
+  // Where clipping and the optimizer step work: the whole flat buffers, or (zero1) this rank's
+  // shard. update_params()/update_grads() are [update_size()].
+  bool sharded() const { return options_.zero1; }
+  std::size_t update_size() const { return update_size_; }
+  const FloatView& update_params() const;
+  const FloatView& update_grads() const;
+  // This rank's shard elements of a [buffer_size()] view (decay mask, norm mask), as a NEW
+  // view [update_size()]; the full view itself when not sharded. Setup time only (allocates).
+  ConstFloatView gather_shard(ConstFloatView full) const;
+
+  // zero1: all-gathers the updated master shard back into store.params() (every bucket
+  // started non-blocking, then all waited for). Not sharded: nothing.
+  void finish_update();
+  // zero1: master shard := this rank's elements of store.params() (after a checkpoint restore;
+  // the constructor does it too). Not sharded: nothing.
+  void load_shard_from_params();
+
+  std::size_t bucket_count() const { return buckets_.size(); }
+  // Buckets of the last finish_reduction() that grads_final_from() had already started.
+  std::size_t buckets_started_early() const { return started_early_; }
+
+ private:
+  struct Bucket {
+    std::size_t begin = 0;  // [begin, end) of the flat buffers
+    std::size_t end = 0;
+    std::size_t piece = 0;         // (end - begin) / dp: one rank's share
+    std::size_t shard_offset = 0;  // s_b: where this rank's piece sits in the master shard
+  };
+
+  // Starts bucket b's reduction (gather = false) or its all-gather (gather = true).
+  void start_bucket(std::size_t b, bool gather);
+  void wait_all();
+
+  Communicator& dp_;
+  nn::ParameterStore& store_;
+  GradientSyncOptions options_;
+  int dp_size_ = 1;
+  std::size_t update_size_ = 0;
+  std::vector<Bucket> buckets_;
+  std::vector<CommRequest> requests_;  // one per bucket, sized once
+  std::vector<std::size_t> order_;     // buckets in the order they were started, sized once
+  std::size_t head_ = 0;               // order_[head_, tail_) may still be in flight
+  std::size_t tail_ = 0;
+  FloatView shard_params_;  // zero1: [update_size] master copy of the parameters
+  FloatView shard_grads_;   // zero1: [update_size] reduced gradients
+  bool armed_ = false;
+  std::size_t first_started_ = 0;  // buckets [first_started_, count) of this step are started
+  std::size_t started_early_ = 0;
+};
+
+}  // namespace trellis
