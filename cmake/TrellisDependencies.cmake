@@ -62,3 +62,24 @@ if(TRELLIS_ENABLE_CUDNN)
   target_link_libraries(trellis::cudnn INTERFACE ${TRELLIS_CUDNN_LIBRARY} trellis::cuda)
   message(STATUS "cuDNN: ${TRELLIS_CUDNN_LIBRARY}")
 endif()
+# NCCL ships no CMake package either: find nccl.h and libnccl (NCCL_ROOT, the CUDA toolkit, or
+# the system paths of the Debian/NVIDIA packages).
+if(TRELLIS_ENABLE_NCCL)
+  find_path(TRELLIS_NCCL_INCLUDE_DIR nccl.h
+            HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_ROOT}
+                  ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include include/x86_64-linux-gnu)
+  find_library(TRELLIS_NCCL_LIBRARY nccl
+               HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_ROOT}
+                     ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu)
+  if(NOT TRELLIS_NCCL_INCLUDE_DIR OR NOT TRELLIS_NCCL_LIBRARY)
+    message(FATAL_ERROR "TRELLIS_ENABLE_NCCL=ON but NCCL was not found (nccl.h: "
+                        "'${TRELLIS_NCCL_INCLUDE_DIR}', libnccl: '${TRELLIS_NCCL_LIBRARY}'); "
+                        "set NCCL_ROOT to the NCCL install.")
+  endif()
+  add_library(trellis::nccl INTERFACE IMPORTED)
+  target_include_directories(trellis::nccl SYSTEM INTERFACE ${TRELLIS_NCCL_INCLUDE_DIR})
+  target_link_libraries(trellis::nccl INTERFACE ${TRELLIS_NCCL_LIBRARY} trellis::cuda)
+  message(STATUS "NCCL: ${TRELLIS_NCCL_LIBRARY}")
+endif()

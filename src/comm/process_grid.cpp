@@ -27,6 +27,17 @@ ProcessGrid::ProcessGrid(MPI_Comm world, int tp, int pp, CommBackend backend)
     const int a = static_cast<int>(axis);
     communicators_[a] = make_communicator(backend, axis_comms_[a]);
   }
+  const int pp_size = layout_.size(Axis::pp);
+  const bool end_stage = coords_.pp == 0 || coords_.pp == pp_size - 1;
+  MPI_Comm embedding = MPI_COMM_NULL;
+  TRELLIS_MPI(MPI_Comm_split(
+      world_.get(),
+      pp_size > 1 && end_stage ? coords_.dp * layout_.size(Axis::tp) + coords_.tp : MPI_UNDEFINED,
+      coords_.pp, &embedding));
+  if (embedding != MPI_COMM_NULL) {
+    embedding_comm_ = MpiComm::adopt(embedding);
+    embedding_communicator_ = make_communicator(backend, embedding_comm_);
+  }
   // Ranks of the tp group that share this rank's node: fewer than the group means it spans.
   MPI_Comm node_part = MPI_COMM_NULL;
   TRELLIS_MPI(MPI_Comm_split_type(comm(Axis::tp).get(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,

@@ -3,6 +3,7 @@
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/gemm.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace trellis::nn {
@@ -27,6 +28,11 @@ void validate(const GptSpec& spec) {
     throw ConfigError("gpt: model.dropout must be in [0, 1), got " + std::to_string(spec.dropout));
   }
   positive(spec.capacity, "capacity (sequences per call)");
+  const int units = spec.n_layer + 2;
+  const int end = spec.stage.end_unit < 0 ? units : spec.stage.end_unit;
+  if (spec.stage.first_unit < 0 || spec.stage.first_unit >= end || end > units)
+    throw ConfigError("gpt: stage units [" + std::to_string(spec.stage.first_unit) + ", " +
+                      std::to_string(end) + ") outside the model's " + std::to_string(units));
   // Layers count rows with int.
   if (static_cast<long long>(spec.capacity) * spec.seq_len > 2147483647LL) {
     throw ConfigError("gpt: capacity " + std::to_string(spec.capacity) + " x model.seq_len " +
@@ -44,92 +50,149 @@ const GptSpec& validated(const GptSpec& spec) {
 }  // namespace
 
 Gpt::Gpt(const GptSpec& spec, ParameterStore& store, const std::string& prefix)
-    : spec_(validated(spec)),
-      store_(&store),
-      wte_(store, prefix + "wte", spec.vocab, spec.d_model, spec.capacity * spec.seq_len,
-           InitSpec::normal(0.02), spec.tp),
-      wpe_(store, prefix + "wpe", spec.seq_len, spec.d_model, spec.capacity * spec.seq_len),
-      drop_(prefix + "drop", spec.d_model, spec.capacity * spec.seq_len, spec.dropout) {
+    : spec_(validated(spec)), store_(&store) {
+  const int units = num_units(spec);
+  first_unit_ = spec.stage.first_unit;
+  end_unit_ = spec.stage.end_unit < 0 ? units : spec.stage.end_unit;
   const int rows = spec.capacity * spec.seq_len;
+  const TensorParallel tp = spec.tp;
+  const InitSpec table_init = InitSpec::normal(0.02);
+  // Registration in forward order; the token table comes first on every stage that holds it
+  // (as the embedding, or as the head's tied copy), so its gradient is the last to be final.
+  if (first_stage()) {
+    wte_ = std::make_unique<Embedding>(store, prefix + "wte", spec.vocab, spec.d_model, rows,
+                                       table_init, tp);
+    wte_index_ = wte_->weight_index();
+    wpe_ = std::make_unique<PositionalEmbedding>(store, prefix + "wpe", spec.seq_len, spec.d_model,
+                                                 rows);
+    wpe_offset_ = store.info(wpe_->weight_index()).offset;
+    drop_ = std::make_unique<Dropout>(prefix + "drop", spec.d_model, rows, spec.dropout);
+  } else if (last_stage()) {
+    if (tp.active() && spec.vocab % tp.size() != 0)
+      throw ConfigError("gpt: model.vocab " + std::to_string(spec.vocab) +
+                        " is not divisible by parallel.tp = " + std::to_string(tp.size()));
+    const Shape table{spec.vocab, spec.d_model};
+    wte_index_ = tp.active() ? store.add(prefix + "wte.weight", table, table_init, false,
+                                         ShardSpec::split(0, tp.size(), tp.rank()))
+                             : store.add(prefix + "wte.weight", table, table_init, false);
+  }
   const TransformerInit init = TransformerInit::gpt2(spec.n_layer);
-  wpe_offset_ = store.info(wpe_.weight_index()).offset;
-  for (int i = 0; i < spec.n_layer; ++i) {
-    block_offsets_.push_back(store.buffer_size());
+  for (int i = std::max(first_unit_, 1) - 1; i < std::min(end_unit_, units - 1) - 1; ++i) {
+    block_offsets_.push_back(store.registration_cursor());
     blocks_.push_back(std::make_unique<Block>(store, prefix + "h." + std::to_string(i),
                                               spec.d_model, spec.n_head, spec.seq_len, rows,
-                                              spec.dropout, init, spec.tp));
+                                              spec.dropout, init, tp));
   }
-  ln_f_offset_ = store.buffer_size();
-  ln_f_ = std::make_unique<LayerNorm>(store, prefix + "ln_f", spec.d_model, rows);
-  logits_ = FloatView("trellis::nn::" + prefix + "gpt.logits",
-                      static_cast<std::size_t>(rows) * static_cast<std::size_t>(local_classes()));
-  dhf_ = FloatView("trellis::nn::" + prefix + "gpt.dhf",
-                   static_cast<std::size_t>(rows) * static_cast<std::size_t>(spec.d_model));
+  if (last_stage()) {
+    ln_f_offset_ = store.registration_cursor();
+    ln_f_ = std::make_unique<LayerNorm>(store, prefix + "ln_f", spec.d_model, rows);
+    logits_ = FloatView("trellis::nn::" + prefix + "gpt.logits",
+                        static_cast<std::size_t>(rows) * static_cast<std::size_t>(local_classes()));
+    dhf_ = FloatView("trellis::nn::" + prefix + "gpt.dhf",
+                     static_cast<std::size_t>(rows) * static_cast<std::size_t>(spec.d_model));
+  }
 }
 
-ConstMatrix Gpt::forward(kernels::ConstLabels tokens, int n, const StepContext& ctx) {
+int Gpt::local_classes() const { return spec_.vocab / spec_.tp.size(); }
+int Gpt::class_offset() const { return spec_.tp.rank() * local_classes(); }
+
+std::vector<std::string> Gpt::tied_parameters() const {
+  if (first_stage() != last_stage() && (first_stage() || last_stage()))
+    return {store_->info(wte_index_).name};
+  return {};
+}
+
+ConstMatrix Gpt::forward(const ModelInput& input, int n, const StepContext& ctx) {
   const int T = spec_.seq_len;
   if (n < 0 || n > spec_.capacity) {
     throw Error("gpt: forward of " + std::to_string(n) + " sequences, capacity is " +
                 std::to_string(spec_.capacity));
   }
   const int rows = n * T;
-  if (tokens.extent(0) < static_cast<std::size_t>(rows)) {
-    throw Error("gpt: " + std::to_string(tokens.extent(0)) + " token ids for " + std::to_string(n) +
-                " sequences of " + std::to_string(T));
-  }
   // Every layer works on token rows: its first_sample is the global token row of row 0.
   StepContext row_ctx = ctx;
   row_ctx.first_sample = ctx.first_sample * T;
 
   last_n_ = -1;  // a throwing forward leaves no backward to run
-  wte_.forward(tokens, rows, row_ctx);
-  wpe_.forward(wte_.output(), rows, row_ctx);
-  drop_.forward(wpe_.output(), rows, row_ctx);
-  ConstMatrix x = drop_.output();
+  ConstMatrix x;
+  if (first_stage()) {
+    if (input.tokens.extent(0) < static_cast<std::size_t>(rows)) {
+      throw Error("gpt: " + std::to_string(input.tokens.extent(0)) + " token ids for " +
+                  std::to_string(n) + " sequences of " + std::to_string(T));
+    }
+    wte_->forward(input.tokens, rows, row_ctx);
+    wpe_->forward(wte_->output(), rows, row_ctx);
+    drop_->forward(wpe_->output(), rows, row_ctx);
+    x = drop_->output();
+  } else {
+    x = kernels::first_rows(input.activations, rows);  // checks the row count
+    TRELLIS_REQUIRE(x.extent(1) == static_cast<std::size_t>(spec_.d_model),
+                    "gpt stage: input activations " + kernels::extents_string(x));
+  }
   for (auto& block : blocks_) {
     block->forward(x, rows, row_ctx);
     x = block->output();
   }
+  last_n_ = n;
+  if (!last_stage()) return kernels::first_rows(x, rows);
   ln_f_->forward(x, rows, row_ctx);
   const Matrix logits = as_matrix(logits_, rows, local_classes());
   // logits [rows, V/tp] = hf [rows, d] wte[V/tp, d]^T: the tied head (this rank's vocabulary).
   kernels::gemm(false, true, 1.0f, kernels::first_rows(ln_f_->output(), rows),
-                store_->param_matrix(wte_.weight_index()), 0.0f, logits);
-  last_n_ = n;
+                store_->param_matrix(wte_index_), 0.0f, logits);
   return logits;
 }
 
-void Gpt::backward(ConstMatrix dlogits, int n) {
+void Gpt::backward(ConstMatrix dout, int n) {
   if (n != last_n_) {
     throw Error("gpt: backward of " + std::to_string(n) +
                 " sequences does not follow a forward of the same sequences");
   }
   const int rows = n * spec_.seq_len;
-  const ConstMatrix dl = kernels::first_rows(dlogits, rows);  // checks the row count
-  TRELLIS_REQUIRE(dlogits.extent(1) == static_cast<std::size_t>(local_classes()),
-                  "gpt: dlogits " + kernels::extents_string(dlogits) + " for vocab " +
-                      std::to_string(local_classes()));
-  const ConstMatrix hf = kernels::first_rows(ln_f_->output(), rows);
-  const std::size_t w = wte_.weight_index();
-  kernels::gemm(true, false, 1.0f, dl, hf, 1.0f, store_->grad_matrix(w));  // dwte += dl^T hf
-  const Matrix dhf = as_matrix(dhf_, rows, spec_.d_model);
-  kernels::gemm(false, false, 1.0f, dl, store_->param_matrix(w), 0.0f, dhf);  // dhf = dl wte
-  // Each tp rank's vocabulary slice contributes a part of dhf.
-  if (spec_.tp.active()) spec_.tp.comm->all_reduce(dhf.data(), dhf.size(), ReduceOp::sum);
-  ln_f_->backward(dhf, rows);
-  store_->grads_final_from(ln_f_offset_);
-  ConstMatrix dx = ln_f_->input_grad();
+  const ConstMatrix dy = kernels::first_rows(dout, rows);  // checks the row count
+  TRELLIS_REQUIRE(dout.extent(1) == static_cast<std::size_t>(stage_output_width()),
+                  "gpt: output gradient " + kernels::extents_string(dout) + " for width " +
+                      std::to_string(stage_output_width()));
+  ConstMatrix dx = dy;
+  if (last_stage()) {
+    const ConstMatrix hf = kernels::first_rows(ln_f_->output(), rows);
+    const std::size_t w = wte_index_;
+    kernels::gemm(true, false, 1.0f, dy, hf, 1.0f, store_->grad_matrix(w));  // dwte += dl^T hf
+    const Matrix dhf = as_matrix(dhf_, rows, spec_.d_model);
+    kernels::gemm(false, false, 1.0f, dy, store_->param_matrix(w), 0.0f, dhf);  // dhf = dl wte
+    // Each tp rank's vocabulary slice contributes a part of dhf.
+    if (spec_.tp.active()) spec_.tp.comm->all_reduce(dhf.data(), dhf.size(), ReduceOp::sum);
+    ln_f_->backward(dhf, rows);
+    store_->grads_final_from(ln_f_offset_);
+    dx = ln_f_->input_grad();
+  }
   for (std::size_t i = blocks_.size(); i-- > 0;) {
     blocks_[i]->backward(dx, rows);
     dx = blocks_[i]->input_grad();
     store_->grads_final_from(block_offsets_[i]);
   }
-  drop_.backward(dx, rows);
-  wpe_.backward(drop_.input_grad(), rows);
+  if (!first_stage()) {
+    input_grad_ = dx;  // [capacity rows, d]: to the previous stage
+    // The tied copy of wte (last stage) was registered first: final now.
+    if (last_stage()) store_->grads_final_from(store_->info(wte_index_).offset);
+    return;
+  }
+  drop_->backward(dx, rows);
+  wpe_->backward(drop_->input_grad(), rows);
   store_->grads_final_from(wpe_offset_);
-  wte_.backward(wpe_.input_grad(), rows);  // wte was registered first: offset 0 onwards
-  store_->grads_final_from(store_->info(w).offset);
+  wte_->backward(wpe_->input_grad(), rows);  // wte was registered first: the rest is final
+  store_->grads_final_from(store_->info(wte_index_).offset);
+}
+
+int Gpt::stage_output_width() const { return last_stage() ? local_classes() : spec_.d_model; }
+
+std::vector<double> gpt_unit_costs(const GptSpec& spec) {
+  const double d = spec.d_model, T = spec.seq_len, V = spec.vocab;
+  std::vector<double> costs;
+  costs.push_back(d);  // embeddings: lookups and adds, next to nothing
+  for (int i = 0; i < spec.n_layer; ++i) costs.push_back(12.0 * d * d + 2.0 * T * d);
+  costs.push_back(V * d);  // the head's matmul
+  return costs;
 }
 
 std::int64_t Gpt::num_matmul_params() const {
@@ -150,9 +213,12 @@ std::int64_t Gpt::flops_per_sample() const {
 }
 
 std::string Gpt::describe() const {
-  return "gpt L" + std::to_string(spec_.n_layer) + " H" + std::to_string(spec_.n_head) + " D" +
-         std::to_string(spec_.d_model) + " T" + std::to_string(spec_.seq_len) + " V" +
-         std::to_string(spec_.vocab);
+  std::string text = "gpt L" + std::to_string(spec_.n_layer) + " H" + std::to_string(spec_.n_head) +
+                     " D" + std::to_string(spec_.d_model) + " T" + std::to_string(spec_.seq_len) +
+                     " V" + std::to_string(spec_.vocab);
+  if (!first_stage() || !last_stage())
+    text += ", units [" + std::to_string(first_unit_) + ", " + std::to_string(end_unit_) + ")";
+  return text;
 }
 
 }  // namespace trellis::nn

@@ -8,7 +8,7 @@ namespace trellis::nn {
 Layer& LayerSequence::add(std::unique_ptr<Layer> layer) {
   TRELLIS_REQUIRE(layer != nullptr, "LayerSequence::add(nullptr)");
   layers_.push_back(std::move(layer));
-  param_end_.push_back(store_->buffer_size());
+  param_end_.push_back(store_->registration_cursor());
   return *layers_.back();
 }
 

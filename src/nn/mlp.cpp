@@ -26,11 +26,29 @@ void validate(const MlpSpec& spec) {
     throw ConfigError("mlp: dropout must be in [0, 1), got " + std::to_string(spec.dropout));
   }
   parse_linear_init(spec.init);  // throws ConfigError
+  const int units = static_cast<int>(spec.hidden.size()) + 1;
+  const int end = spec.stage.end_unit < 0 ? units : spec.stage.end_unit;
+  if (spec.stage.first_unit < 0 || spec.stage.first_unit >= end || end > units)
+    throw ConfigError("mlp: stage units [" + std::to_string(spec.stage.first_unit) + ", " +
+                      std::to_string(end) + ") outside the model's " + std::to_string(units));
+}
+
+std::vector<double> mlp_unit_costs(const MlpSpec& spec) {
+  std::vector<double> costs;
+  int width = spec.input_dim;
+  for (int out : spec.hidden) {
+    costs.push_back(static_cast<double>(width) * out);
+    width = out;
+  }
+  costs.push_back(static_cast<double>(width) * spec.classes);
+  return costs;
 }
 
 Mlp::Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix)
     : spec_(spec), layers_(store) {
   validate(spec);
+  first_unit_ = spec.stage.first_unit;
+  end_unit_ = spec.stage.end_unit < 0 ? num_units(spec) : spec.stage.end_unit;
   const LinearInit init = parse_linear_init(spec.init);
   const TensorParallel tp = spec.tp;
   const int cap = spec.capacity;
@@ -40,9 +58,14 @@ Mlp::Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix)
     const std::string k = std::to_string(i + 1);
     const int out = spec.hidden[i];
     const Split split = columns_split ? Split::row : Split::column;
+    columns_split = split == Split::column && tp.active();
+    const int unit = static_cast<int>(i);
+    if (unit < first_unit_ || unit >= end_unit_) {  // another pipeline stage's
+      width = out;
+      continue;
+    }
     Layer& fc = layers_.add(
         std::make_unique<Linear>(store, prefix + "fc" + k, width, out, cap, init, split, tp));
-    columns_split = split == Split::column && tp.active();
     const int local = fc.out_features();
     if (spec.activation == "relu") {
       layers_.add(std::make_unique<Relu>(prefix + "act" + k, local, cap));
@@ -55,8 +78,9 @@ Mlp::Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix)
     }
     width = out;
   }
-  layers_.add(std::make_unique<Linear>(store, prefix + "head", width, spec.classes, cap, init,
-                                       columns_split ? Split::row : Split::none, tp));
+  if (end_unit_ == num_units(spec))
+    layers_.add(std::make_unique<Linear>(store, prefix + "head", width, spec.classes, cap, init,
+                                         columns_split ? Split::row : Split::none, tp));
 }
 
 ConstMatrix Mlp::forward(ConstMatrix input, int n, const StepContext& ctx) {
@@ -72,7 +96,10 @@ std::int64_t Mlp::flops_per_sample() const { return layers_.flops_per_sample(); 
 std::string Mlp::describe() const {
   std::string text = "mlp " + std::to_string(spec_.input_dim);
   for (int width : spec_.hidden) text += "-" + std::to_string(width);
-  return text + "-" + std::to_string(spec_.classes) + " (" + spec_.activation + ")";
+  text += "-" + std::to_string(spec_.classes) + " (" + spec_.activation + ")";
+  if (!first_stage() || !last_stage())
+    text += ", units [" + std::to_string(first_unit_) + ", " + std::to_string(end_unit_) + ")";
+  return text;
 }
 
 }  // namespace trellis::nn

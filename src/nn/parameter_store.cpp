@@ -60,6 +60,18 @@ std::size_t ParameterStore::add(const std::string& name, const Shape& shape, con
   return add(name, shape, init, weight_decay, ShardSpec{});
 }
 
+void ParameterStore::begin_replica(std::size_t offset) {
+  if (finalized_) throw Error("ParameterStore::begin_replica() after finalize()");
+  TRELLIS_REQUIRE(!replica_, "begin_replica() inside a replica");
+  replica_ = true;
+  replica_cursor_ = offset;
+}
+
+void ParameterStore::end_replica() {
+  TRELLIS_REQUIRE(replica_, "end_replica() without begin_replica()");
+  replica_ = false;
+}
+
 void ParameterStore::pad_to_multiple(std::size_t multiple) {
   if (finalized_) throw Error("ParameterStore::pad_to_multiple() after finalize()");
   TRELLIS_REQUIRE(multiple > 0, "pad_to_multiple(0)");
@@ -70,6 +82,20 @@ std::size_t ParameterStore::add(const std::string& name, const Shape& logical_sh
                                 const InitSpec& init, bool weight_decay, const ShardSpec& shard) {
   if (finalized_) throw Error("ParameterStore::add(\"" + name + "\") after finalize()");
   if (name.empty()) throw Error("ParameterStore::add: empty parameter name");
+  if (replica_) {
+    const auto it = by_name_.find(name);
+    if (it == by_name_.end())
+      throw Error("ParameterStore::add(\"" + name +
+                  "\"): a replica registers a parameter the "
+                  "original does not have");
+    const ParamInfo& p = infos_[it->second];
+    if (p.logical_shape != logical_shape || p.shard.dim != (shard.sharded() ? shard.dim : -1))
+      throw Error("ParameterStore::add(\"" + name + "\"): the replica's shape " +
+                  shape_string(logical_shape) + " differs from the original's " +
+                  shape_string(p.logical_shape));
+    replica_cursor_ = p.offset + (p.numel + kAlignment - 1) / kAlignment * kAlignment;
+    return it->second;
+  }
   if (by_name_.count(name))
     throw Error("ParameterStore::add: duplicate parameter \"" + name + "\"");
   ParamInfo p;

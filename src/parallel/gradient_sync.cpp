@@ -83,6 +83,7 @@ void GradientSync::start_bucket(std::size_t b, bool gather) {
 
 void GradientSync::grads_final_from(std::size_t offset) {
   if (!armed_ || !options_.overlap) return;
+  offset = std::max(offset, hold_below_);
   // Buckets become final from the top down: start each one lying wholly at >= offset.
   while (first_started_ > 0 && buckets_[first_started_ - 1].begin >= offset) {
     --first_started_;

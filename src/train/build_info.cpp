@@ -6,6 +6,10 @@
 #include <hdf5.h>
 #include <Kokkos_Core.hpp>
 
+#if defined(TRELLIS_ENABLE_NCCL)
+#include <nccl.h>
+#endif
+
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -65,6 +69,9 @@ std::string build_summary() {
 #endif
       << "\n";
   out << "  blas: " << TRELLIS_BLAS << "\n";
+#if defined(TRELLIS_ENABLE_NCCL)
+  out << "  nccl " << NCCL_MAJOR << "." << NCCL_MINOR << "." << NCCL_PATCH << "\n";
+#endif
   return out.str();
 }
 

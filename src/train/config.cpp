@@ -72,7 +72,13 @@ const std::vector<ConfigKey>& config_schema() {
       {"parallel.tp", "1",
        "tensor-parallel ranks per model replica (consecutive ranks: keep them on one node); "
        "mlp and gpt"},
-      {"parallel.pp", "1", "pipeline-parallel stages (only 1 is supported so far)"},
+      {"parallel.pp", "1", "pipeline-parallel stages (mlp and gpt)"},
+      {"parallel.schedule", "1f1b",
+       "pipeline schedule: 1f1b (at most pp - stage micro-batches in flight) | gpipe (all "
+       "forwards, then all backwards)"},
+      {"parallel.stages", "",
+       "units per pipeline stage, e.g. 2,1,1 (mlp: one per Linear; gpt: embeddings, each "
+       "block, head); empty: balanced by cost"},
       {"parallel.backend", "auto", "communicator for the model's tensors: auto | mpi | nccl"},
       {"parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB"},
       {"parallel.overlap", "true",

@@ -11,12 +11,11 @@
 
 namespace trellis {
 
-EvalResult evaluate_model(nn::Model& model, nn::SoftmaxCrossEntropy& loss, EvalSource& data,
-                          BatchBuffers& buffers, std::int64_t batch, const MpiComm& dp) {
+EvalResult evaluate_model(PipelineEngine& engine, EvalSource& data, BatchBuffers& buffers,
+                          std::int64_t batch, const MpiComm& dp, const MpiComm& pp) {
+  const nn::Model& model = engine.model();
   TRELLIS_REQUIRE(batch >= 1 && batch <= buffers.capacity && batch <= model.capacity(),
                   "evaluation batch larger than the model's or the buffers' capacity");
-  nn::StepContext ctx;
-  ctx.training = false;
   const std::int64_t rows_per_sample = model.rows_per_sample();
   double sums[2] = {0.0, 0.0};  // loss sum, correct count
   const std::int64_t local = data.local_samples();
@@ -24,18 +23,20 @@ EvalResult evaluate_model(nn::Model& model, nn::SoftmaxCrossEntropy& loss, EvalS
     const std::int64_t count = std::min(batch, local - first);
     data.load(first, count, buffers);
     buffers.upload(count);
-    const int m = static_cast<int>(count);
-    nn::ModelInput input;
+    MicroBatch mb;
     if (model.takes_tokens())
-      input.tokens = buffers.token_rows(0, count);
+      mb.input.tokens = buffers.token_rows(0, count);
     else
-      input.features = buffers.feature_rows(0, count);
-    ConstMatrix logits = model.forward(input, m, ctx);
-    const auto result = loss.forward(logits, buffers.target_rows(0, count),
-                                     static_cast<int>(count * rows_per_sample));
+      mb.input.features = buffers.feature_rows(0, count);
+    mb.targets = buffers.target_rows(0, count);
+    mb.samples = static_cast<int>(count);
+    mb.ctx.training = false;
+    const StageSums result = engine.evaluate(mb);
     sums[0] += result.loss_sum;
-    sums[1] += static_cast<double>(result.correct);
+    sums[1] += result.correct;
   }
+  // The loss lives on the last pipeline stage; then the dp ranks' shares add up.
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, pp.get()));
   TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, dp.get()));
   EvalResult out;
   out.samples = data.total_samples();
@@ -57,16 +58,19 @@ void evaluate_weights_command(MPI_Comm world, const std::string& weights_path,
   });
   run_agreed(comm.get(), log, [&] { data = open_eval_source(config, data_spec, comm, batch); });
   nn::ParameterStore store;
-  std::unique_ptr<nn::Model> model;
+  std::unique_ptr<PipelineEngine> engine;
   run_agreed(comm.get(), log, [&] {
-    model = build_model(config.model, data->shape(), batch, store, nullptr);
+    std::vector<std::unique_ptr<nn::Model>> one;
+    one.push_back(build_model(config.model, data->shape(), batch, store, nullptr));
     store.finalize(config.train.seed);
-    load_weights(weights_path, store, model->buffers());
+    load_weights(weights_path, store, one.front()->buffers());
+    engine = std::make_unique<PipelineEngine>(std::move(one), PipelineSchedule::one_f_one_b,
+                                              nullptr, nn::TensorParallel{});
   });
-  nn::SoftmaxCrossEntropy loss(model->classes(),
-                               static_cast<int>(batch * model->rows_per_sample()));
+  const nn::Model* model = &engine->model();
   BatchBuffers buffers(batch, data->shape().feature_numel, data->shape().seq_len);
-  const EvalResult result = evaluate_model(*model, loss, *data, buffers, batch, comm);
+  const MpiComm self = MpiComm::borrow(MPI_COMM_SELF);
+  const EvalResult result = evaluate_model(*engine, *data, buffers, batch, comm, self);
   char line[512];
   std::snprintf(line, sizeof(line), "eval %s on %s (%s): %lld samples, loss %.6f, accuracy %.6f",
                 weights_path.c_str(), data_spec.c_str(), model->describe().c_str(),

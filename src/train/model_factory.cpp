@@ -18,9 +18,7 @@ int to_int(std::int64_t value, const char* what) {
   return static_cast<int>(value);
 }
 
-std::unique_ptr<nn::Model> build_mlp(const ModelConfig& model, const DataShape& data,
-                                     std::int64_t capacity, nn::ParameterStore& store,
-                                     nn::TensorParallel tp) {
+nn::MlpSpec mlp_spec(const ModelConfig& model, const DataShape& data, std::int64_t capacity) {
   if (data.feature_numel <= 0)
     throw ConfigError(
         "config key model.type = mlp needs a labelled-sample dataset (trellis.samples)");
@@ -32,7 +30,15 @@ std::unique_ptr<nn::Model> build_mlp(const ModelConfig& model, const DataShape& 
   spec.dropout = model.dropout;
   spec.init = model.init;
   spec.capacity = to_int(capacity, "batch");
+  return spec;
+}
+
+std::unique_ptr<nn::Model> build_mlp(const ModelConfig& model, const DataShape& data,
+                                     std::int64_t capacity, nn::ParameterStore& store,
+                                     nn::TensorParallel tp, nn::StageRange stage) {
+  nn::MlpSpec spec = mlp_spec(model, data, capacity);
   spec.tp = tp;
+  spec.stage = stage;
   return std::make_unique<nn::Mlp>(spec, store);
 }
 
@@ -56,9 +62,7 @@ std::unique_ptr<nn::Model> build_cnn(const ModelConfig& model, const DataShape& 
   return std::make_unique<nn::Cnn>(spec, store);
 }
 
-std::unique_ptr<nn::Model> build_gpt(const ModelConfig& model, const DataShape& data,
-                                     std::int64_t capacity, nn::ParameterStore& store,
-                                     nn::TensorParallel tp) {
+nn::GptSpec gpt_spec(const ModelConfig& model, const DataShape& data, std::int64_t capacity) {
   if (data.seq_len <= 0)
     throw ConfigError("config key model.type = gpt needs a token dataset (trellis.tokens)");
   const int vocab = model.vocab > 0 ? model.vocab : data.classes;
@@ -73,17 +77,33 @@ std::unique_ptr<nn::Model> build_gpt(const ModelConfig& model, const DataShape& 
   spec.vocab = vocab;
   spec.dropout = model.dropout;
   spec.capacity = to_int(capacity, "batch");
+  return spec;
+}
+
+std::unique_ptr<nn::Model> build_gpt(const ModelConfig& model, const DataShape& data,
+                                     std::int64_t capacity, nn::ParameterStore& store,
+                                     nn::TensorParallel tp, nn::StageRange stage) {
+  nn::GptSpec spec = gpt_spec(model, data, capacity);
   spec.tp = tp;
+  spec.stage = stage;
   return std::make_unique<nn::Gpt>(spec, store);
 }
 
 }  // namespace
 
+std::vector<double> model_unit_costs(const ModelConfig& model, const DataShape& data) {
+  if (model.type == "mlp") return nn::mlp_unit_costs(mlp_spec(model, data, 1));
+  if (model.type == "gpt") return nn::gpt_unit_costs(gpt_spec(model, data, 1));
+  throw ConfigError("config key parallel.pp: model.type = " + model.type +
+                    " has no pipeline-parallel form (mlp and gpt have); use parallel.pp = 1");
+}
+
 std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape& data,
                                        std::int64_t capacity, nn::ParameterStore& store,
-                                       const MpiComm* dp, nn::TensorParallel tp) {
-  if (model.type == "mlp") return build_mlp(model, data, capacity, store, tp);
-  if (model.type == "gpt") return build_gpt(model, data, capacity, store, tp);
+                                       const MpiComm* dp, nn::TensorParallel tp,
+                                       nn::StageRange stage) {
+  if (model.type == "mlp") return build_mlp(model, data, capacity, store, tp, stage);
+  if (model.type == "gpt") return build_gpt(model, data, capacity, store, tp, stage);
   if (tp.active())
     throw ConfigError("config key parallel.tp = " + std::to_string(tp.size()) +
                       ": model.type = " + model.type +

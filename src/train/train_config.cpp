@@ -144,9 +144,8 @@ TrainConfig TrainConfig::from(const RawConfig& raw) {
 
   c.parallel.tp = static_cast<int>(config_int(raw, "parallel.tp", 1));
   c.parallel.pp = static_cast<int>(config_int(raw, "parallel.pp", 1));
-  if (c.parallel.pp != 1)
-    throw ConfigError("config key parallel.pp = " + raw.get("parallel.pp") +
-                      ": only 1 is supported so far");
+  c.parallel.schedule = parse_pipeline_schedule(raw.get("parallel.schedule"));
+  c.parallel.stages = raw.get("parallel.stages");
   c.parallel.backend = parse_comm_backend(raw.get("parallel.backend"));
   c.parallel.bucket_mb = config_double(raw, "parallel.bucket_mb", 0.001, 1e6);
   c.parallel.overlap = config_bool(raw, "parallel.overlap");

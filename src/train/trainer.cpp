@@ -59,6 +59,46 @@ std::string format(const char* fmt, double a, double b = 0, double c = 0, double
 
 }  // namespace
 
+namespace {
+
+// Micro-batch k of this rank's part of the global batch, for the pipeline engine. Every rank
+// runs the same number of micro-batches, empty ones included (a partial last batch can leave
+// a rank fewer samples, or none): layers that synchronise inside forward and backward
+// (BatchNorm with model.sync_bn) need every rank in each collective.
+class StepBatches : public MicroBatchProvider {
+ public:
+  StepBatches(const BatchBuffers& buffers, const LocalPart& part, std::int64_t micro,
+              std::uint64_t seed, std::int64_t step, bool tokens)
+      : buffers_(buffers), part_(part), micro_(micro), seed_(seed), step_(step), tokens_(tokens) {}
+
+  MicroBatch micro_batch(int k) const override {
+    const std::int64_t first = std::min(k * micro_, part_.samples);
+    const std::int64_t count = std::min(micro_, part_.samples - first);
+    MicroBatch mb;
+    if (tokens_)
+      mb.input.tokens = buffers_.token_rows(first, count);
+    else
+      mb.input.features = buffers_.feature_rows(first, count);
+    mb.targets = buffers_.target_rows(first, count);
+    mb.samples = static_cast<int>(count);
+    mb.ctx.seed = seed_;
+    mb.ctx.step = step_;
+    mb.ctx.first_sample = part_.first_position + first;
+    mb.ctx.training = true;
+    return mb;
+  }
+
+ private:
+  const BatchBuffers& buffers_;
+  const LocalPart& part_;
+  std::int64_t micro_;
+  std::uint64_t seed_;
+  std::int64_t step_;
+  bool tokens_;
+};
+
+}  // namespace
+
 Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log)
     : config_(std::move(config)), node_(node), log_(log) {
   setup(world);
@@ -99,7 +139,30 @@ void Trainer::setup(MPI_Comm world) {
   const std::int64_t eval_rows = test_data_ ? config_.train.eval_batch : 0;
   const std::int64_t capacity = std::max(config_.train.micro_batch, eval_rows);
   run_agreed(grid_->world().get(), log_, [&] {
-    model_ = build_model(config_.model, shape, capacity, store_, &dp, tp);
+    // Pipeline: this stage's units, and one copy of its layers per micro-batch in flight.
+    const int pp = grid_->size(Axis::pp), stage = grid_->coords().pp;
+    const int micro_batches = static_cast<int>(config_.accumulation_steps(dp_size));
+    nn::StageRange range;
+    if (pp > 1) {
+      const std::vector<int> bounds =
+          stage_boundaries(config_.parallel.stages, model_unit_costs(config_.model, shape), pp);
+      range.first_unit = bounds[static_cast<std::size_t>(stage)];
+      range.end_unit = bounds[static_cast<std::size_t>(stage) + 1];
+    }
+    // One stage: the plain micro-batch loop, which is 1F1B's order with one slot.
+    const PipelineSchedule schedule =
+        pp > 1 ? config_.parallel.schedule : PipelineSchedule::one_f_one_b;
+    const int slots = in_flight(schedule, pp, stage, micro_batches);
+    std::vector<std::unique_ptr<nn::Model>> replicas;
+    const std::size_t first_offset = store_.registration_cursor();
+    replicas.push_back(build_model(config_.model, shape, capacity, store_, &dp, tp, range));
+    for (int k = 1; k < slots; ++k) {
+      store_.begin_replica(first_offset);
+      replicas.push_back(build_model(config_.model, shape, capacity, store_, &dp, tp, range));
+      store_.end_replica();
+    }
+    model_ = replicas.front().get();
+    tied_ = model_->tied_parameters();
     store_.pad_to_multiple(GradientSync::padding_multiple(dp_size));  // even ZeRO-1 shards
     store_.finalize(config_.train.seed);
     GradientSyncOptions sync_options;
@@ -107,11 +170,18 @@ void Trainer::setup(MPI_Comm world) {
     sync_options.overlap = config_.parallel.overlap;
     sync_options.zero1 = config_.parallel.zero;
     sync_ = std::make_unique<GradientSync>(grid_->communicator(Axis::dp), store_, sync_options);
-    loss_ = std::make_unique<nn::SoftmaxCrossEntropy>(
-        model_->local_classes(), static_cast<int>(capacity * model_->rows_per_sample()),
-        model_->class_offset(), model_->classes(),
-        model_->local_classes() < model_->classes() ? tp : nn::TensorParallel{});
-    norm_mask_ = sync_->gather_shard(norm_mask(store_, grid_->coords().tp));
+    for (const std::string& name : tied_) {  // summed over the two stages before the dp sync
+      const nn::ParamInfo& info = store_.info(store_.index(name));
+      sync_->hold_back(info.offset + info.numel);
+    }
+    const bool vocab_parallel = model_->local_classes() < model_->classes();
+    engine_ = std::make_unique<PipelineEngine>(std::move(replicas), schedule,
+                                               pp > 1 ? &grid_->communicator(Axis::pp) : nullptr,
+                                               vocab_parallel ? tp : nn::TensorParallel{});
+    // The last stage's copy of a tied parameter: the first stage counts it in the norm.
+    const std::vector<std::string> copies =
+        model_->first_stage() ? std::vector<std::string>{} : tied_;
+    norm_mask_ = sync_->gather_shard(norm_mask(store_, grid_->coords().tp, copies));
     optimizer_ = make_optimizer(optimizer_spec_from(config_.optim), sync_->update_size(),
                                 sync_->gather_shard(store_.decay_mask()));
     schedule_ = std::make_unique<LrSchedule>(
@@ -135,9 +205,19 @@ void Trainer::setup(MPI_Comm world) {
             std::to_string(node_.node_count) + " node(s), grid " + grid_->layout().describe());
   log_.info("data: train " + train_data_->describe() +
             (test_data_ ? "; test " + test_data_->describe() : ""));
-  log_.info("model: " + model_->describe() + ", " + std::to_string(logical_parameter_count()) +
+  parameter_count_ = logical_parameter_count();  // collective over pp
+  log_.info("model: " + model_->describe() + ", " + std::to_string(parameter_count_) +
             " parameters (" + std::to_string(store_.num_elements()) + " on this rank); optimizer " +
             optimizer_->name() + ", schedule " + config_.sched.type);
+  if (grid_->size(Axis::pp) > 1)
+    log_.info(
+        format("pipeline: %.0f stages, schedule ", grid_->size(Axis::pp)) +
+        pipeline_schedule_name(config_.parallel.schedule) +
+        format(", %.0f micro-batches per step, bubble %.1f%% of a balanced step; stage 0: ",
+               static_cast<double>(config_.accumulation_steps(dp_size)),
+               100.0 * bubble_fraction(grid_->size(Axis::pp),
+                                       static_cast<int>(config_.accumulation_steps(dp_size)))) +
+        model_->describe() + format(", %.0f slot(s)", engine_->slots()));
   log_.info("batch: global " + std::to_string(config_.train.global_batch) + " = " +
             std::to_string(dp_size) + " ranks x " +
             std::to_string(config_.accumulation_steps(dp_size)) + " micro-batches x " +
@@ -148,8 +228,14 @@ void Trainer::setup(MPI_Comm world) {
 
 std::int64_t Trainer::logical_parameter_count() const {
   std::int64_t total = 0;
-  for (std::size_t i = 0; i < store_.size(); ++i)
-    total += shape_numel(store_.info(i).logical_shape);
+  for (std::size_t i = 0; i < store_.size(); ++i) {
+    const nn::ParamInfo& info = store_.info(i);
+    const bool copy =
+        !model_->first_stage() && std::find(tied_.begin(), tied_.end(), info.name) != tied_.end();
+    if (!copy) total += shape_numel(info.logical_shape);
+  }
+  // Each pipeline stage holds its own layers.
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_INT64_T, MPI_SUM, grid_->pp().get()));
   return total;
 }
 
@@ -174,7 +260,6 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
   buffers_->upload(part.samples);
   times.data += phase.fenced_seconds();
 
-  phase.restart();
   store_.zero_grads();
   const std::int64_t rows_per_sample = model_->rows_per_sample();
   // Mean over the global batch's targets: every rank scales by the same 1/(b x rows per
@@ -186,36 +271,24 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
   // Every rank runs the same number of micro-batches, empty ones included (a partial last
   // batch can leave a rank fewer samples, or none): layers that synchronise inside forward
   // and backward (BatchNorm with model.sync_bn) need every rank in each collective.
-  const std::int64_t micro = config_.train.micro_batch;
-  const std::int64_t micro_batches = config_.accumulation_steps(dp.size());
-  for (std::int64_t k = 0; k < micro_batches; ++k) {
-    const std::int64_t first = std::min(k * micro, part.samples);
-    const std::int64_t count = std::min(micro, part.samples - first);
-    const int m = static_cast<int>(count);
-    nn::StepContext ctx;
-    ctx.seed = config_.train.seed;
-    ctx.step = global_step_;
-    ctx.first_sample = part.first_position + first;
-    ctx.training = true;
-    nn::ModelInput input;
-    if (model_->takes_tokens())
-      input.tokens = buffers_->token_rows(first, count);
-    else
-      input.features = buffers_->feature_rows(first, count);
-    ConstMatrix logits = model_->forward(input, m, ctx);
-    const auto result = loss_->forward(logits, buffers_->target_rows(first, count),
-                                       static_cast<int>(count * rows_per_sample));
-    sums[0] += result.loss_sum;
-    sums[1] += static_cast<double>(result.correct);
-    loss_->backward(scale);
-    sync_->begin_backward(k == micro_batches - 1);  // overlap the all-reduce with the last
-    model_->backward(loss_->input_grad(), m);
-  }
-  times.compute += phase.fenced_seconds();
+  const StepBatches batches(*buffers_, part, config_.train.micro_batch, config_.train.seed,
+                            global_step_, model_->takes_tokens());
+  StageTimes stage_times;
+  const StageSums stage_sums = engine_->train(
+      batches, static_cast<int>(config_.accumulation_steps(dp.size())), scale, *sync_, stage_times);
+  sums[0] = stage_sums.loss_sum;  // from the last stage; 0 on the others
+  sums[1] = stage_sums.correct;
+  times.compute += stage_times.compute;
+  times.pipeline += stage_times.p2p;
 
   // Exposed communication: what the overlap with backward did not hide.
   phase.restart();
+  for (const std::string& name : tied_) {  // the GPT's token table, on the first and last stage
+    const kernels::Vector grad = store_.grad_vector(store_.index(name));
+    grid_->embedding_group()->all_reduce(grad.data(), grad.extent(0), ReduceOp::sum);
+  }
   sync_->finish_reduction();
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, grid_->pp().get()));
   TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, dp.get()));
   times.comm += phase.seconds();
 
@@ -229,12 +302,15 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
   if (!std::isfinite(stats.loss_sum))
     throw Error("non-finite training loss at step " + std::to_string(global_step_ + 1) +
                 " (lower optim.lr or set optim.clip_norm)");
-  // The global norm: each rank's masked share, summed over the tp group, and over dp when
+  // The global norm: each rank's masked share, summed over the tp group and the pipeline
+  // stages, and over dp when
   // ZeRO-1 left each dp rank a shard (otherwise the reduced gradients are equal over dp).
   const FloatView grads = sync_->update_grads();
   double sum_of_squares = grad_sum_of_squares(grads, norm_mask_);
   TRELLIS_MPI(
       MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_->tp().get()));
+  TRELLIS_MPI(
+      MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_->pp().get()));
   if (sync_->sharded())
     TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, dp.get()));
   stats.grad_norm = std::sqrt(sum_of_squares);
@@ -270,6 +346,7 @@ void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, Ste
           .add("data_time_s", times.data / times.steps)
           .add("compute_time_s", times.compute / times.steps)
           .add("comm_time_s", times.comm / times.steps)
+          .add("pipeline_time_s", times.pipeline / times.steps)
           .add("optimizer_time_s", times.optimizer / times.steps));
   log_.info(format("epoch %.0f step %6.0f/%.0f  loss %.4f  lr %.4g  %.0f samples/s",
                    static_cast<double>(epoch + 1), static_cast<double>(global_step_),
@@ -279,8 +356,8 @@ void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, Ste
 
 EvalResult Trainer::evaluate_and_log(std::int64_t epoch) {
   Stopwatch watch;
-  const EvalResult result = evaluate_model(*model_, *loss_, *test_data_, *buffers_,
-                                           config_.train.eval_batch, grid_->dp());
+  const EvalResult result = evaluate_model(*engine_, *test_data_, *buffers_,
+                                           config_.train.eval_batch, grid_->dp(), grid_->pp());
   const double seconds = watch.seconds();
   metrics_->write(
       JsonLine()
@@ -339,8 +416,12 @@ void Trainer::run() {
 
   // Every tp group gathers its logical tensors (collective); world rank 0 writes them.
   std::vector<HostTensor> weights;
-  run_agreed(grid_->world().get(), log_,
-             [&] { weights = logical_parameters(store_, grid_->communicator(Axis::tp)); });
+  run_agreed(grid_->world().get(), log_, [&] {
+    weights = logical_parameters(store_, grid_->communicator(Axis::tp));
+    // The first stage holds the tied table; the last stage's copy is not sent.
+    weights = gather_stages(std::move(weights), grid_->pp(),
+                            model_->first_stage() ? std::vector<std::string>{} : tied_);
+  });
   run_agreed(grid_->world().get(), log_, [&] {
     if (grid_->rank() != 0) return;
     save_weights(config_.run_dir + "/model.h5", weights, model_->buffers(), config_.raw.to_ini());
@@ -351,7 +432,7 @@ void Trainer::run() {
         .add("samples_per_sec", throughput)
         .add("tokens_per_sec",
              model_->takes_tokens() ? throughput * model_->rows_per_sample() : 0.0)
-        .add("parameters", logical_parameter_count())
+        .add("parameters", parameter_count_)
         .add("parameters_per_rank", store_.num_elements())
         .add("optimizer_state_floats_per_rank", optimizer_state_floats())
         .add("flops_per_sample", model_->flops_per_sample());

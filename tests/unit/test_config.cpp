@@ -74,7 +74,8 @@ TEST_CASE("bad values name the key and what is allowed", "[config]") {
   CHECK(contains(bad("--data.shuffle=maybe"), "true or false"));
   CHECK(contains(bad("--optim.lr=nan"), "optim.lr"));
   CHECK(contains(bad("--parallel.tp=0"), "parallel.tp"));
-  CHECK(contains(bad("--parallel.pp=2"), "parallel.pp"));
+  CHECK(contains(bad("--parallel.pp=0"), "parallel.pp"));
+  CHECK(contains(bad("--parallel.schedule=zb"), "parallel.schedule"));
   CHECK(contains(bad("--parallel.zero=2"), "parallel.zero"));
   CHECK(contains(bad("--parallel.backend=gloo"), "parallel.backend"));
   CHECK(bad("--parallel.tp=2").empty());

@@ -8,7 +8,7 @@
 //
 // Buffers are float arrays in Kokkos' default memory space (the model's Views). Every call
 // orders itself after kernels already launched on the default execution space, so callers
-// need no fence. Counts are elements; a count over INT_MAX throws.
+// need no fence. Counts are elements (the MPI backend throws for a count over INT_MAX).
 //
 // Non-blocking calls return a CommRequest that the caller owns and completes with wait(); the
 // buffers must stay untouched until then. wait() on the MPI backend blocks the host; on NCCL it

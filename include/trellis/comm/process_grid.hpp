@@ -34,6 +34,10 @@ class ProcessGrid {
   // Whether this rank's tp group has ranks on more than one node (tp traffic then leaves the
   // node's fast links: worth a warning). Same answer on every rank of the group.
   bool tp_spans_nodes() const { return tp_spans_nodes_; }
+  // The first and the last pipeline stage of this rank's (dp, tp) position, when pp > 1 (they
+  // share the GPT's tied token table): a 2-rank group with the first stage as rank 0. nullptr
+  // on every other rank and when pp == 1.
+  Communicator* embedding_group() const { return embedding_communicator_.get(); }
 
  private:
   MpiComm world_;
@@ -42,6 +46,8 @@ class ProcessGrid {
   MpiComm axis_comms_[3];
   CommBackend backend_;
   std::unique_ptr<Communicator> communicators_[3];
+  MpiComm embedding_comm_;
+  std::unique_ptr<Communicator> embedding_communicator_;
   bool tp_spans_nodes_ = false;
 };
 

@@ -61,11 +61,15 @@ struct GptSpec {
   float dropout = 0.0f;
   int capacity = 0;   // most sequences per forward/backward call
   TensorParallel tp;  // none by default
+  StageRange stage;   // units: 0 embeddings, 1 + i block h.i, n_layer + 1 ln_f and head
 };
 
 // Throws ConfigError naming the first bad field (model.n_layer, model.n_head, model.d_model,
-// model.seq_len, model.vocab, model.dropout, capacity).
+// model.seq_len, model.vocab, model.dropout, capacity, stage).
 void validate(const GptSpec& spec);
+
+// Relative cost of each unit (per token), for balancing pipeline stages.
+std::vector<double> gpt_unit_costs(const GptSpec& spec);
 
 class Gpt : public Model {
  public:
@@ -73,19 +77,30 @@ class Gpt : public Model {
   // in `store`, which must be finalized before the first forward and outlive the model.
   Gpt(const GptSpec& spec, ParameterStore& store, const std::string& prefix = "");
 
-  // tokens: [>= n * T], unchanged until backward. Returns logits [n * T, vocab], a window onto
-  // the model's buffer valid until the next forward. A token id outside [0, vocab) throws
-  // trellis::InputError naming the id and its position (token row of this call).
-  ConstMatrix forward(kernels::ConstLabels tokens, int n, const StepContext& ctx);
-  ConstMatrix forward(const ModelInput& input, int n, const StepContext& ctx) override {
-    return forward(input.tokens, n, ctx);
+  // input.tokens: [>= n * T] (first stage), unchanged until backward; later stages read
+  // input.activations [>= n * T, d]. Returns logits [n * T, vocab/tp] (last stage) or the
+  // activations [n * T, d] for the next stage, a window onto the model's buffers valid until
+  // the next forward. A token id outside [0, vocab) throws trellis::InputError naming the id
+  // and its position (token row of this call).
+  ConstMatrix forward(const ModelInput& input, int n, const StepContext& ctx) override;
+  ConstMatrix forward(kernels::ConstLabels tokens, int n, const StepContext& ctx) {
+    ModelInput input;
+    input.tokens = tokens;
+    return forward(input, n, ctx);
   }
-  // dlogits: [>= n * T, vocab].
-  void backward(ConstMatrix dlogits, int n) override;
+  // dout: [>= n * T, stage_output_width()] (dlogits on the last stage).
+  void backward(ConstMatrix dout, int n) override;
 
   int classes() const override { return spec_.vocab; }
-  int local_classes() const override { return wte_.local_vocab(); }
-  int class_offset() const override { return wte_.vocab_offset(); }
+  int local_classes() const override;
+  int class_offset() const override;
+  static int num_units(const GptSpec& spec) { return spec.n_layer + 2; }
+  bool first_stage() const override { return first_unit_ == 0; }
+  bool last_stage() const override { return end_unit_ == num_units(spec_); }
+  int stage_input_width() const override { return first_stage() ? 0 : spec_.d_model; }
+  int stage_output_width() const override;
+  ConstMatrix stage_input_grad() const override { return input_grad_; }
+  std::vector<std::string> tied_parameters() const override;
   int rows_per_sample() const override { return spec_.seq_len; }
   int capacity() const override { return spec_.capacity; }
   bool takes_tokens() const override { return true; }
@@ -99,19 +114,22 @@ class Gpt : public Model {
   std::string describe() const override;  // "gpt L4 H4 D128 T128 V256"
 
   const GptSpec& spec() const { return spec_; }
-  const Embedding& wte() const { return wte_; }
+  const Embedding& wte() const { return *wte_; }  // first stage only
   const Block& block(int i) const { return *blocks_.at(static_cast<std::size_t>(i)); }
 
  private:
   GptSpec spec_;
   ParameterStore* store_;
-  Embedding wte_;
-  PositionalEmbedding wpe_;
-  Dropout drop_;
+  int first_unit_ = 0, end_unit_ = 0;  // the units this model (stage) holds
+  std::unique_ptr<Embedding> wte_;     // first stage
+  std::unique_ptr<PositionalEmbedding> wpe_;
+  std::unique_ptr<Dropout> drop_;
+  std::size_t wte_index_ = 0;  // the token table: the embedding's, or the last stage's copy
   std::vector<std::unique_ptr<Block>> blocks_;
-  std::unique_ptr<LayerNorm> ln_f_;  // built after the blocks: registration in forward order
-  FloatView logits_;                 // [capacity * T * vocab]
-  FloatView dhf_;                    // [capacity * T * d]
+  std::unique_ptr<LayerNorm> ln_f_;  // last stage, built after the blocks (forward order)
+  FloatView logits_;                 // [capacity * T * vocab/tp]   last stage
+  FloatView dhf_;                    // [capacity * T * d]          last stage
+  ConstMatrix input_grad_;           // non-first stages: [capacity * T, d] of the last backward
   int last_n_ = -1;
   std::size_t wpe_offset_ = 0, ln_f_offset_ = 0;  // flat offsets, for grads_final_from
   std::vector<std::size_t> block_offsets_;

@@ -22,7 +22,7 @@ class LayerSequence {
  public:
   // Layers added later must register their parameters in `store` only while being built.
   explicit LayerSequence(const ParameterStore& store)
-      : store_(&store), first_offset_(store.buffer_size()) {}
+      : store_(&store), first_offset_(store.registration_cursor()) {}
 
   // Call right after building `layer` (its parameters registered): records where they end.
   Layer& add(std::unique_ptr<Layer> layer);
@@ -53,7 +53,7 @@ class LayerSequence {
   const ParameterStore* store_;
   std::size_t first_offset_;
   std::vector<std::unique_ptr<Layer>> layers_;  // in forward order
-  std::vector<std::size_t> param_end_;          // [size()]: buffer_size() after layer i
+  std::vector<std::size_t> param_end_;          // [size()]: registration cursor after layer i
 };
 
 }  // namespace trellis::nn

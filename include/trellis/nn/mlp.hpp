@@ -38,6 +38,7 @@ struct MlpSpec {
   std::string init = "kaiming";     // "kaiming" (PyTorch Linear default) | "xavier"
   int capacity = 0;                 // max rows per forward/backward call
   TensorParallel tp;                // none by default
+  StageRange stage;                 // units: fc<i> (+ act, drop) for each hidden layer, head
 };
 
 class Mlp : public Model {
@@ -50,11 +51,19 @@ class Mlp : public Model {
   // a window onto the head's output buffer (valid until the next forward).
   ConstMatrix forward(ConstMatrix input, int n, const StepContext& ctx);
   ConstMatrix forward(const ModelInput& input, int n, const StepContext& ctx) override {
-    return forward(input.features, n, ctx);
+    return forward(first_stage() ? input.features : input.activations, n, ctx);
   }
   // dlogits: [>= n, classes]. Adds parameter gradients; writes input_grad() rows [0, n).
   void backward(ConstMatrix dlogits, int n) override;
   int classes() const override { return spec_.classes; }
+  bool first_stage() const override { return first_unit_ == 0; }
+  bool last_stage() const override { return end_unit_ == num_units(spec_); }
+  int stage_input_width() const override { return first_stage() ? 0 : layers_[0].in_features(); }
+  int stage_output_width() const override { return layers_[layers_.size() - 1].out_features(); }
+  ConstMatrix stage_input_grad() const override {
+    return first_stage() ? ConstMatrix() : input_grad();
+  }
+  static int num_units(const MlpSpec& spec) { return static_cast<int>(spec.hidden.size()) + 1; }
   int capacity() const override { return spec_.capacity; }
   std::string describe() const override;
 
@@ -68,10 +77,14 @@ class Mlp : public Model {
 
  private:
   MlpSpec spec_;
+  int first_unit_ = 0, end_unit_ = 0;  // the units this model (stage) holds
   LayerSequence layers_;
 };
 
 // Throws ConfigError naming the first bad field.
 void validate(const MlpSpec& spec);
+
+// Relative cost of each unit (FLOPs per sample of its Linear), for balancing pipeline stages.
+std::vector<double> mlp_unit_costs(const MlpSpec& spec);
 
 }  // namespace trellis::nn

@@ -31,6 +31,17 @@ struct NamedBuffer {
 struct ModelInput {
   ConstMatrix features;         // [>= n, feature_dim] for classifiers; empty otherwise
   kernels::ConstLabels tokens;  // [>= n * seq_len] token ids for language models; empty otherwise
+  // Pipeline stages after the first: the previous stage's output,
+  // [>= n * rows_per_sample(), stage_input_width()].
+  ConstMatrix activations;
+};
+
+// Pipeline parallelism: a model is a chain of units (MLP: a Linear with its activation and
+// dropout; GPT: the embeddings, each block, the final LayerNorm with the head). A model built
+// for units [first_unit, end_unit) holds only their parameters and buffers: a stage.
+struct StageRange {
+  int first_unit = 0;
+  int end_unit = -1;  // -1: to the last unit
 };
 
 class Model {
@@ -55,6 +66,21 @@ class Model {
   virtual std::int64_t flops_per_sample() const = 0;
   virtual std::string describe() const = 0;  // "mlp 784-256-128-10"
   virtual std::vector<NamedBuffer> buffers() const { return {}; }
+
+  // Pipeline stages (see StageRange). A non-first stage reads ModelInput::activations; a
+  // non-last stage returns activations [n * rows_per_sample(), stage_output_width()] instead
+  // of logits, and its backward takes their gradient. After backward, stage_input_grad() is
+  // the gradient of this stage's input activations, to send to the previous stage.
+  virtual bool first_stage() const { return true; }
+  virtual bool last_stage() const { return true; }
+  virtual int stage_input_width() const { return 0; }  // 0 on the first stage
+  virtual int stage_output_width() const { return local_classes(); }
+  virtual ConstMatrix stage_input_grad() const { return {}; }  // [capacity rows, input width]
+  // Parameters held by both the first and the last stage (the GPT's token table: embedding
+  // on the first, tied output head on the last), when they are different stages: their
+  // gradients are summed over the two before the update, so both copies stay equal. The
+  // last stage's copy is not counted in the gradient norm nor saved.
+  virtual std::vector<std::string> tied_parameters() const { return {}; }
 };
 
 }  // namespace trellis::nn

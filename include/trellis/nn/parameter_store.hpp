@@ -20,6 +20,13 @@
 // ShardSpec; the store holds only this rank's piece (ParamInfo::shape), initialised with the
 // draws of the logical elements it holds, so a sharded model starts exactly as the whole one.
 //
+// Replicas (pipeline parallelism keeps several micro-batches in flight, each in its own copy
+// of a stage's layers and activation buffers): between begin_replica() and end_replica(),
+// add() of a name already registered returns that parameter instead of a new one (same
+// logical shape and shard required), so every replica reads and accumulates into the same
+// params()/grads() windows. registration_cursor() follows along, so code that records "where
+// my parameters start" works for replicas too.
+//
 // Overlapped gradient reduction: models call grads_final_from(offset) during backward when
 // every gradient at offsets >= offset has received its last contribution of the call; the
 // store passes it to a GradReadyListener (the data-parallel reducer), if one is set.
@@ -88,6 +95,14 @@ class ParameterStore {
   std::size_t add(const std::string& name, const Shape& logical_shape, const InitSpec& init,
                   bool weight_decay, const ShardSpec& shard);
 
+  // Replica registration (see above). begin_replica(offset): offset is where the replicated
+  // model's first parameter sits (registration_cursor() when the original was built).
+  void begin_replica(std::size_t offset);
+  void end_replica();
+  // Where the next add() puts (or, in replica mode, finds) a parameter: buffer_size() normally;
+  // in replica mode the end of the parameter add() returned last.
+  std::size_t registration_cursor() const { return replica_ ? replica_cursor_ : buffer_size_; }
+
   // Grows buffer_size() to a multiple of `multiple` floats (ZeRO-1 shards and buckets must
   // divide evenly over the dp ranks); the padding is zero. Before finalize().
   void pad_to_multiple(std::size_t multiple);
@@ -147,6 +162,8 @@ class ParameterStore {
   bool finalized_ = false;
   std::uint64_t seed_ = 0;
   GradReadyListener* listener_ = nullptr;
+  bool replica_ = false;
+  std::size_t replica_cursor_ = 0;
   FloatView params_;      // [buffer_size_]
   FloatView grads_;       // [buffer_size_]
   FloatView decay_mask_;  // [buffer_size_]

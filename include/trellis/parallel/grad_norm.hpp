@@ -8,9 +8,14 @@
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
+#include <string>
+#include <vector>
+
 namespace trellis {
 
-// [store.buffer_size()] of 1 and 0. Setup-time only (allocates).
-FloatView norm_mask(const nn::ParameterStore& store, int tp_rank);
+// [store.buffer_size()] of 1 and 0; parameters named in `copies` (a pipeline stage's copy of
+// a tied parameter another stage counts) are 0. Setup-time only (allocates).
+FloatView norm_mask(const nn::ParameterStore& store, int tp_rank,
+                    const std::vector<std::string>& copies = {});
 
 }  // namespace trellis

@@ -79,6 +79,9 @@ class GradientSync : public nn::GradReadyListener {
   // When armed and overlapping: starts every not-yet-started bucket lying wholly at offsets
   // >= offset, and test()s the requests in flight so that MPI progresses them.
   void grads_final_from(std::size_t offset) override;
+  // Buckets holding any of [0, end_offset) are never started early: their gradients need
+  // more work after backward (the GPT's tied table, summed over two pipeline stages first).
+  void hold_back(std::size_t end_offset) { hold_below_ = end_offset; }
   // Starts the buckets not started yet, waits for all. update_grads() then holds the SUM of
   // the gradients over the dp ranks (not sharded: store.grads() itself; zero1: the shard, while
   // store.grads() keeps this rank's local gradients).
@@ -130,6 +133,7 @@ class GradientSync : public nn::GradReadyListener {
   FloatView shard_params_;  // zero1: [update_size] master copy of the parameters
   FloatView shard_grads_;   // zero1: [update_size] reduced gradients
   bool armed_ = false;
+  std::size_t hold_below_ = 0;
   std::size_t first_started_ = 0;  // buckets [first_started_, count) of this step are started
   std::size_t started_early_ = 0;
 };

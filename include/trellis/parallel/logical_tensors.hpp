@@ -7,6 +7,7 @@
 #pragma once
 
 #include "trellis/comm/communicator.hpp"
+#include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/tensor.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
@@ -24,6 +25,11 @@ struct HostTensor {
 // Collective over tp (every rank of the group, same store layout): every parameter as its
 // logical tensor, on every rank of the group. Allocates; not for the training step.
 std::vector<HostTensor> logical_parameters(const nn::ParameterStore& store, Communicator& tp);
+
+// Collective over pp: every stage's tensors (skip: names a stage holds as a copy of another
+// stage's, not sent) gathered on pp rank 0 in stage order; other ranks get an empty list.
+std::vector<HostTensor> gather_stages(std::vector<HostTensor> mine, const MpiComm& pp,
+                                      const std::vector<std::string>& skip);
 
 // Puts tp pieces, gathered back to back, in logical order. Exposed for unit tests.
 std::vector<float> unshard(const std::vector<float>& gathered, const nn::ParamInfo& info);

@@ -3,6 +3,8 @@
 // result. For language models the loss is per token and accuracy is next-token accuracy.
 #pragma once
 
+#include "trellis/parallel/pipeline_engine.hpp"
+
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/log.hpp"
 #include "trellis/nn/model.hpp"
@@ -25,9 +27,11 @@ struct EvalResult {
   double bits_per_target() const { return loss / 0.6931471805599453; }
 };
 
-// batch: samples per forward call, at most the model's and the buffers' capacity.
-EvalResult evaluate_model(nn::Model& model, nn::SoftmaxCrossEntropy& loss, EvalSource& data,
-                          BatchBuffers& buffers, std::int64_t batch, const MpiComm& dp);
+// batch: samples per forward call, at most the model's and the buffers' capacity. The engine
+// runs the forward passes through the pipeline stages (one stage: just the model); collective
+// over dp and pp.
+EvalResult evaluate_model(PipelineEngine& engine, EvalSource& data, BatchBuffers& buffers,
+                          std::int64_t batch, const MpiComm& dp, const MpiComm& pp);
 
 // `trellis eval`: rebuilds the model from the configuration stored in a weights file, loads
 // the weights and prints loss and accuracy on `data_spec`, all ranks sharing the work.

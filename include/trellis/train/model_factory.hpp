@@ -20,6 +20,11 @@ namespace trellis {
 // tp: the tensor-parallel group (mlp and gpt; ConfigError for other models when active).
 std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape& data,
                                        std::int64_t capacity, nn::ParameterStore& store,
-                                       const MpiComm* dp, nn::TensorParallel tp = {});
+                                       const MpiComm* dp, nn::TensorParallel tp = {},
+                                       nn::StageRange stage = {});
+
+// Relative cost of each pipeline unit of the configured model (mlp, gpt); ConfigError naming
+// parallel.pp for models that cannot be split.
+std::vector<double> model_unit_costs(const ModelConfig& model, const DataShape& data);
 
 }  // namespace trellis

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "trellis/comm/communicator.hpp"
+#include "trellis/parallel/pipeline_schedule.hpp"
 
 #include "trellis/train/config.hpp"
 
@@ -62,6 +63,8 @@ struct ParallelConfig {
   double bucket_mb = 25;
   bool overlap = true;
   bool zero = false;  // ZeRO-1
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  std::string stages;  // parallel.stages: units per stage, or empty (balanced)
 };
 
 struct TrainConfig {

@@ -21,6 +21,7 @@
 #include "trellis/optim/optimizer.hpp"
 #include "trellis/optim/schedule.hpp"
 #include "trellis/parallel/gradient_sync.hpp"
+#include "trellis/parallel/pipeline_engine.hpp"
 #include "trellis/train/batch_buffers.hpp"
 #include "trellis/train/data_source.hpp"
 #include "trellis/train/evaluate.hpp"
@@ -38,6 +39,7 @@ namespace trellis {
 // Seconds spent in each phase of the steps since the last log line.
 struct StepTimes {
   double data = 0, compute = 0, comm = 0, optimizer = 0, total = 0;
+  double pipeline = 0;  // waiting for and moving activations between stages (bubble + p2p)
   std::int64_t steps = 0, samples = 0;
 };
 
@@ -65,8 +67,9 @@ class Trainer {
   void log_step(std::int64_t epoch, const StepStats& stats, float lr, StepTimes& times);
   EvalResult evaluate_and_log(std::int64_t epoch);
   std::int64_t total_steps() const;
-  std::int64_t logical_parameter_count() const;  // the whole model's, whatever the layout
-  std::int64_t optimizer_state_floats() const;   // this rank's optimizer state
+  // The whole model's parameter count, whatever the layout. Collective over pp.
+  std::int64_t logical_parameter_count() const;
+  std::int64_t optimizer_state_floats() const;  // this rank's optimizer state
 
   TrainConfig config_;
   NodeBinding node_;
@@ -75,8 +78,9 @@ class Trainer {
   std::unique_ptr<TrainSource> train_data_;
   std::unique_ptr<EvalSource> test_data_;
   nn::ParameterStore store_;
-  std::unique_ptr<nn::Model> model_;
-  std::unique_ptr<nn::SoftmaxCrossEntropy> loss_;
+  std::unique_ptr<PipelineEngine> engine_;  // owns the model (a copy per micro-batch in flight)
+  nn::Model* model_ = nullptr;              // the engine's slot 0
+  std::vector<std::string> tied_;           // parameters shared with another pipeline stage
   ConstFloatView norm_mask_;  // [update size]: gradients this rank counts in the global norm
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -84,6 +88,7 @@ class Trainer {
   std::unique_ptr<BatchBuffers> buffers_;
   std::unique_ptr<MetricsLog> metrics_;
   std::int64_t global_step_ = 0;  // optimizer steps completed
+  std::int64_t parameter_count_ = 0;
   std::optional<EvalResult> last_eval_;
 };
 
