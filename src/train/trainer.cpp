@@ -433,6 +433,9 @@ void Trainer::run() {
         .add("tokens_per_sec",
              model_->takes_tokens() ? throughput * model_->rows_per_sample() : 0.0)
         .add("parameters", parameter_count_)
+        .add("pipeline_bubble_fraction",
+             bubble_fraction(grid_->size(Axis::pp),
+                             static_cast<int>(config_.accumulation_steps(grid_->size(Axis::dp)))))
         .add("parameters_per_rank", store_.num_elements())
         .add("optimizer_state_floats_per_rank", optimizer_state_floats())
         .add("flops_per_sample", model_->flops_per_sample());
