@@ -6,7 +6,8 @@
 //   trellis generate --weights FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
 //   [--seed S]
 //
-// Exit codes: 0 ok, 1 failure, 2 bad configuration or usage, 3 bad input data or weights.
+// Exit codes: 0 ok, 1 failure, 2 bad configuration or usage, 3 bad input data or weights,
+// 75 stopped early by a signal or time limit after writing a checkpoint (resubmit to resume).
 #include "trellis/comm/device_binding.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/log.hpp"
@@ -31,7 +32,9 @@ using namespace trellis;
 
 const char* kUsage =
     "usage: trellis <command> [options]\n"
-    "  train --config FILE [--section.key=value ...]   train a model (see `trellis train --help`)\n"
+    "  train --config FILE [--resume auto|DIR] [--section.key=value ...]\n"
+    "                                                   train a model (see `trellis train "
+    "--help`)\n"
     "  eval  --weights FILE --data FILE [--batch N]     evaluate saved weights on a dataset\n"
     "  info  [--config FILE] [--section.key=value ...]  build, backends, ranks and devices\n"
     "  generate --weights FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed "
@@ -73,6 +76,8 @@ CommandLine parse_command_line(int argc, char** argv) {
       cl.help = true;
     else if (is("--config"))
       cl.config_file = take_value("--config");
+    else if (cl.command == "train" && is("--resume"))
+      cl.overrides.push_back("--ckpt.resume=" + take_value("--resume"));
     else if (cl.command == "eval" && is("--weights"))
       cl.weights = take_value("--weights");
     else if (cl.command == "eval" && is("--data"))
@@ -171,8 +176,7 @@ int run(int argc, char** argv, int rank) {
     return 0;
   }
   Trainer trainer(config, MPI_COMM_WORLD, node, log);
-  trainer.run();
-  return 0;
+  return static_cast<int>(trainer.run());
 }
 
 }  // namespace

@@ -135,6 +135,18 @@ ConstFloatView GradientSync::gather_shard(ConstFloatView full) const {
   return shard;
 }
 
+void GradientSync::gather_full(ConstFloatView shard, FloatView full) {
+  TRELLIS_REQUIRE(shard.extent(0) == update_size_ && full.extent(0) == store_.buffer_size(),
+                  "GradientSync::gather_full: views of " + std::to_string(shard.extent(0)) +
+                      " and " + std::to_string(full.extent(0)) + " floats");
+  if (!options_.zero1) {
+    Kokkos::deep_copy(full, shard);
+    return;
+  }
+  for (const Bucket& bucket : buckets_)
+    dp_.all_gather(shard.data() + bucket.shard_offset, full.data() + bucket.begin, bucket.piece);
+}
+
 void GradientSync::load_shard_from_params() {
   if (!options_.zero1) return;
   const auto r = static_cast<std::size_t>(dp_.rank());

@@ -41,6 +41,8 @@ const std::vector<ConfigKey>& config_schema() {
       {"train.eval_batch", "1000", "samples per evaluation batch on one rank"},
       {"train.eval_every_epoch", "true", "evaluate on data.test after every epoch"},
       {"train.eval_interval", "0", "also evaluate every this many steps; 0 = only at epoch ends"},
+      {"train.time_limit", "0",
+       "seconds of wall time for this run (checkpoint and stop before); 0 = none"},
       {"train.eval_max_samples", "0",
        "evaluate on at most this many samples of data.test; 0 = all"},
       {"optim.type", "sgd", "optimizer: sgd | adam | adamw | rmsprop"},
@@ -87,6 +89,24 @@ const std::vector<ConfigKey>& config_schema() {
        "1: ZeRO-1, optimizer state sharded over the data-parallel ranks (reduce-scatter "
        "gradients, update the own shard, all-gather parameters)"},
       {"run.dir", "runs/default", "directory for config.ini, metrics.jsonl and model.h5"},
+      {"ckpt.dir", "", "checkpoint directory; empty: <run.dir>/checkpoints"},
+      {"ckpt.interval_steps", "0", "write a checkpoint every this many steps; 0 = not by steps"},
+      {"ckpt.interval_minutes", "0", "write a checkpoint every this many minutes; 0 = not by time"},
+      {"ckpt.keep", "3", "checkpoints kept (older ones are removed); 0 = all"},
+      {"ckpt.resume", "none",
+       "none | auto (the newest valid checkpoint in ckpt.dir, if any) | a step directory; "
+       "also --resume"},
+      {"ckpt.margin_s", "60",
+       "stop and checkpoint this many seconds (plus one step) before train.time_limit or "
+       "SLURM_JOB_END_TIME"},
+      {"fault.timeout_s", "0",
+       "watchdog: abort the job when a rank makes no progress for this long; 0 = off"},
+      {"fault.nonfinite", "skip",
+       "non-finite loss or gradients: skip (the step, with a warning) | abort"},
+      {"fault.max_skips", "5", "abort after this many consecutive skipped steps"},
+      {"fault.inject", "",
+       "testing aid: rank:step:kind, kind throw | hang | nan | signal (SIGUSR1 to itself) | "
+       "kill_in_checkpoint (SIGKILL during the checkpoint after that step)"},
       {"log.interval", "50", "log every this many optimizer steps"},
   };
   return schema;

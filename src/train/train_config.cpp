@@ -154,6 +154,38 @@ TrainConfig TrainConfig::from(const RawConfig& raw) {
   c.run_dir = raw.get("run.dir");
   if (c.run_dir.empty()) throw ConfigError("config key run.dir must not be empty");
   c.log_interval = config_int(raw, "log.interval", 1);
+
+  c.train.time_limit_s = config_double(raw, "train.time_limit", 0.0, 1e9);
+  c.ckpt.dir = raw.get("ckpt.dir").empty() ? c.run_dir + "/checkpoints" : raw.get("ckpt.dir");
+  c.ckpt.interval_steps = config_int(raw, "ckpt.interval_steps", 0);
+  c.ckpt.interval_minutes = config_double(raw, "ckpt.interval_minutes", 0.0, 1e9);
+  c.ckpt.keep = config_int(raw, "ckpt.keep", 0);
+  c.ckpt.resume = raw.get("ckpt.resume");
+  if (c.ckpt.resume.empty())
+    throw ConfigError("config key ckpt.resume must be none, auto or a checkpoint directory");
+  c.ckpt.margin_s = config_double(raw, "ckpt.margin_s", 0.0, 1e9);
+  c.fault.timeout_s = config_double(raw, "fault.timeout_s", 0.0, 1e9);
+  c.fault.skip_nonfinite = config_choice(raw, "fault.nonfinite", {"skip", "abort"}) == "skip";
+  c.fault.max_skips = config_int(raw, "fault.max_skips", 1);
+  const std::string inject = raw.get("fault.inject");
+  if (!inject.empty()) {
+    const auto a = inject.find(':'), b = inject.find(':', a == std::string::npos ? a : a + 1);
+    const std::string kind = b == std::string::npos ? "" : inject.substr(b + 1);
+    try {
+      if (a == std::string::npos || b == std::string::npos) throw std::invalid_argument(inject);
+      c.fault.inject_rank = std::stoi(inject.substr(0, a));
+      c.fault.inject_step = std::stoll(inject.substr(a + 1, b - a - 1));
+    } catch (const std::exception&) {
+      c.fault.inject_rank = -1;
+    }
+    if (c.fault.inject_rank < 0 || c.fault.inject_step < 1 ||
+        (kind != "throw" && kind != "hang" && kind != "nan" && kind != "signal" &&
+         kind != "kill_in_checkpoint"))
+      throw ConfigError("config key fault.inject = \"" + inject +
+                        "\": expected rank:step:kind, step >= 1, kind one of throw, hang, nan, "
+                        "kill_in_checkpoint");
+    c.fault.inject_kind = kind;
+  }
   return c;
 }
 

@@ -13,10 +13,15 @@
 #include "trellis/train/weights_file.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <thread>
 
 namespace trellis {
 
@@ -190,6 +195,11 @@ void Trainer::setup(MPI_Comm world) {
   buffers_ = std::make_unique<BatchBuffers>(std::max(local_batch, eval_rows), shape.feature_numel,
                                             shape.seq_len);
 
+  stop_ = std::make_unique<StopControl>(config_.train.time_limit_s, config_.ckpt.margin_s);
+  watchdog_ = std::make_unique<Watchdog>(config_.fault.timeout_s, grid_->rank());
+  // Before anything in run.dir is rewritten: a checkpoint that cannot be used stops the run
+  // with the files of the previous run intact.
+  const bool resumed = resume_if_asked();
   const bool writer = grid_->rank() == 0;
   run_agreed(grid_->world().get(), log_, [&] {
     if (!writer) return;
@@ -198,7 +208,8 @@ void Trainer::setup(MPI_Comm world) {
     out << config_.raw.to_ini();
     if (!out) throw Error("cannot write " + config_.run_dir + "/config.ini");
   });
-  metrics_ = std::make_unique<MetricsLog>(config_.run_dir + "/metrics.jsonl", writer);
+  metrics_ = std::make_unique<MetricsLog>(config_.run_dir + "/metrics.jsonl", writer,
+                                          resumed ? global_step_ : -1);
 
   log_.info("trellis " + std::string(TRELLIS_VERSION) + ": " +
             std::to_string(grid_->layout().world_size()) + " ranks on " +
@@ -239,6 +250,43 @@ std::int64_t Trainer::logical_parameter_count() const {
   return total;
 }
 
+void Trainer::skip_step(StepStats& stats) {
+  ++skipped_steps_;
+  ++consecutive_skips_;
+  const std::string message = std::string("non-finite ") +
+                              (std::isfinite(stats.loss_sum) ? "gradients" : "loss") + " at step " +
+                              std::to_string(global_step_);
+  if (!config_.fault.skip_nonfinite)
+    throw Error(message + " (fault.nonfinite = abort; lower optim.lr or set optim.clip_norm)");
+  if (consecutive_skips_ > config_.fault.max_skips)
+    throw Error(
+        message + ": " + std::to_string(consecutive_skips_) +
+        " steps in a row, more than fault.max_skips = " + std::to_string(config_.fault.max_skips) +
+        " (lower optim.lr or set optim.clip_norm)");
+  if (grid_->rank() == 0)
+    log_.warn(message + ": step skipped, parameters unchanged (" +
+              std::to_string(consecutive_skips_) + " in a row, " + std::to_string(skipped_steps_) +
+              " in total)");
+  stats.skipped = true;
+}
+
+bool Trainer::fault_injected(const char* kind) const {
+  return config_.fault.inject_rank == grid_->rank() &&
+         config_.fault.inject_step == global_step_ + 1 && config_.fault.inject_kind == kind;
+}
+
+void Trainer::inject_fault_if_asked() const {
+  if (fault_injected("throw"))
+    throw Error("fault.inject: injected failure on rank " + std::to_string(grid_->rank()) +
+                " at step " + std::to_string(global_step_ + 1));
+  if (fault_injected("signal")) std::raise(SIGUSR1);  // a preemption notice, as from Slurm
+  if (fault_injected("hang")) {
+    log_.warn("fault.inject: rank " + std::to_string(grid_->rank()) + " hangs at step " +
+              std::to_string(global_step_ + 1));
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
 std::int64_t Trainer::optimizer_state_floats() const {
   std::int64_t total = 0;
   for (const auto& [name, view] : optimizer_->state())
@@ -260,11 +308,13 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
   buffers_->upload(part.samples);
   times.data += phase.fenced_seconds();
 
+  inject_fault_if_asked();
   store_.zero_grads();
   const std::int64_t rows_per_sample = model_->rows_per_sample();
   // Mean over the global batch's targets: every rank scales by the same 1/(b x rows per
   // sample), so the dp sum of gradients is the global mean.
-  const float scale = 1.0f / static_cast<float>(part.global_samples * rows_per_sample);
+  float scale = 1.0f / static_cast<float>(part.global_samples * rows_per_sample);
+  if (fault_injected("nan")) scale = std::numeric_limits<float>::quiet_NaN();
   // loss sum, correct predictions, loss terms (targets), samples
   double sums[4] = {0.0, 0.0, static_cast<double>(part.samples * rows_per_sample),
                     static_cast<double>(part.samples)};
@@ -298,10 +348,6 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
   stats.correct = sums[1];
   stats.targets = sums[2];
   stats.samples = sums[3];
-  // Every rank holds the same reduced gradient and loss, so they all decide alike here.
-  if (!std::isfinite(stats.loss_sum))
-    throw Error("non-finite training loss at step " + std::to_string(global_step_ + 1) +
-                " (lower optim.lr or set optim.clip_norm)");
   // The global norm: each rank's masked share, summed over the tp group and the pipeline
   // stages, and over dp when
   // ZeRO-1 left each dp rank a shard (otherwise the reduced gradients are equal over dp).
@@ -314,13 +360,21 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
   if (sync_->sharded())
     TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, dp.get()));
   stats.grad_norm = std::sqrt(sum_of_squares);
+  ++global_step_;
+  // A NaN or infinity anywhere reaches every rank through the reduced loss and the global
+  // norm, so all ranks decide alike here, before anything is updated.
+  if (!std::isfinite(stats.loss_sum) || !std::isfinite(stats.grad_norm)) {
+    skip_step(stats);
+    times.optimizer += phase.seconds();
+    return stats;
+  }
+  consecutive_skips_ = 0;
   clip_to_norm(grads, stats.grad_norm, config_.optim.clip_norm);
-  optimizer_->step(sync_->update_params(), grads, schedule_->lr(global_step_));
+  optimizer_->step(sync_->update_params(), grads, schedule_->lr(global_step_ - 1));
   times.optimizer += phase.fenced_seconds();
   phase.restart();
   sync_->finish_update();  // ZeRO-1: all-gather the updated shards
   times.comm += phase.seconds();
-  ++global_step_;
   return stats;
 }
 
@@ -380,22 +434,54 @@ EvalResult Trainer::evaluate_and_log(std::int64_t epoch) {
   return result;
 }
 
-void Trainer::run() {
+ExitCode Trainer::run() {
+  try {
+    return train_and_save();
+  } catch (const AgreedFailure&) {
+    throw;  // every rank agreed to stop: unwinding (and the collective cleanup in it) is safe
+  } catch (const Error& e) {
+    abort_job(e.what(), e.code());
+  } catch (const std::exception& e) {
+    abort_job(std::string("unexpected exception: ") + e.what(), ExitCode::failure);
+  }
+}
+
+void Trainer::abort_job(const std::string& message, ExitCode code) const {
+  // An error this rank may have seen alone: the other ranks may be waiting in a collective,
+  // and unwinding would run collective destructors (MPI-IO file close, communicator frees)
+  // that never complete. End the whole job now, with this rank's message.
+  log_.error(message);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, static_cast<int>(code));
+  std::abort();  // not reached
+}
+
+ExitCode Trainer::train_and_save() {
   const std::int64_t last_step = total_steps();
   StepTimes times;
   Stopwatch wall;
   Stopwatch since_warmup;
+  Stopwatch since_checkpoint;
   std::int64_t samples_after_warmup = 0;
-  for (std::int64_t epoch = 0; epoch < config_.train.epochs && global_step_ < last_step; ++epoch) {
-    const std::int64_t steps = train_data_->steps_per_epoch();
-    for (std::int64_t s = 0; s < steps && global_step_ < last_step; ++s) {
+  std::int64_t checkpointed_step = global_step_;  // a resumed run starts at its checkpoint
+  const std::int64_t first_step = global_step_;
+  StopReason stop = StopReason::none;
+  const std::int64_t per_epoch = train_data_->steps_per_epoch();
+  for (std::int64_t epoch = global_step_ / per_epoch;
+       epoch < config_.train.epochs && global_step_ < last_step && stop == StopReason::none;
+       ++epoch) {
+    for (std::int64_t s = global_step_ % per_epoch;
+         s < per_epoch && global_step_ < last_step && stop == StopReason::none; ++s) {
       Stopwatch step_watch;
+      watchdog_->beat("step");
       const float lr = schedule_->lr(global_step_);
       const StepStats stats = train_step(epoch, s, times);
-      times.total += step_watch.seconds();
+      const double step_seconds = step_watch.seconds();
+      times.total += step_seconds;
       times.steps += 1;
       times.samples += static_cast<std::int64_t>(stats.samples);
-      if (global_step_ == 1)
+      if (global_step_ == first_step + 1)
         since_warmup.restart();  // the first step pays one-time costs
       else
         samples_after_warmup += static_cast<std::int64_t>(stats.samples);
@@ -404,11 +490,40 @@ void Trainer::run() {
       if (test_data_ && config_.train.eval_interval > 0 &&
           global_step_ % config_.train.eval_interval == 0 && global_step_ != last_step)
         last_eval_ = evaluate_and_log(epoch);
+
+      // Agreed at every step boundary: a stop request on any rank, and a checkpoint that is
+      // due by the clock (each rank's clock differs a little; the MAX makes it one decision).
+      int agree[2] = {static_cast<int>(stop_->local_reason(step_seconds)),
+                      config_.ckpt.interval_minutes > 0 &&
+                              since_checkpoint.seconds() >= 60.0 * config_.ckpt.interval_minutes
+                          ? 1
+                          : 0};
+      TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, agree, 2, MPI_INT, MPI_MAX, grid_->world().get()));
+      stop = static_cast<StopReason>(agree[0]);
+      const bool due = agree[1] != 0 || (config_.ckpt.interval_steps > 0 &&
+                                         global_step_ % config_.ckpt.interval_steps == 0);
+      if (due || (stop != StopReason::none && checkpointed_step != global_step_)) {
+        save_checkpoint();
+        checkpointed_step = global_step_;
+        since_checkpoint.restart();
+      }
     }
-    const bool epoch_done = global_step_ % train_data_->steps_per_epoch() == 0;
-    if (test_data_ && config_.train.eval_every_epoch && (epoch_done || global_step_ == last_step))
+    const bool epoch_done = global_step_ % per_epoch == 0;
+    if (stop == StopReason::none && test_data_ && config_.train.eval_every_epoch &&
+        (epoch_done || global_step_ == last_step))
       last_eval_ = evaluate_and_log(epoch);
   }
+  watchdog_->pause();
+  if (stop != StopReason::none) {
+    log_.info(format("stopping at step %.0f on a ", static_cast<double>(global_step_)) +
+              stop_reason_name(stop) + " with a checkpoint in " + config_.ckpt.dir +
+              "; resubmit with --resume auto to continue (exit code 75)");
+    return ExitCode::stopped_resumable;
+  }
+  // A run that checkpoints also ends with one, so it can be continued for more steps.
+  if ((config_.ckpt.interval_steps > 0 || config_.ckpt.interval_minutes > 0) &&
+      checkpointed_step != global_step_)
+    save_checkpoint();
   const double seconds = wall.seconds();
   const double throughput = samples_after_warmup / std::max(since_warmup.seconds(), 1e-9);
   log_.info(format("done: %.0f steps in %.1f s, %.0f samples/s after the first step",
@@ -446,6 +561,7 @@ void Trainer::run() {
     if (!out) throw Error("cannot write " + config_.run_dir + "/summary.json");
   });
   log_.info("weights: " + config_.run_dir + "/model.h5");
+  return ExitCode::ok;
 }
 
 }  // namespace trellis

@@ -12,7 +12,7 @@ trap 'rm -rf "$WORK"' EXIT
 trellis_run() {
   local np=$1
   shift
-  timeout 600 "$MPIEXEC" "${MPIEXEC_ARGS[@]}" -n "$np" "$TRELLIS_BIN" "$@"
+  timeout "${TRELLIS_RUN_TIMEOUT:-600}" "$MPIEXEC" "${MPIEXEC_ARGS[@]}" -n "$np" "$TRELLIS_BIN" "$@"
 }
 
 fail() {

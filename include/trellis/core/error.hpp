@@ -10,7 +10,9 @@
 
 namespace trellis {
 
-enum class ExitCode : int { ok = 0, failure = 1, usage = 2, bad_input = 3 };
+// stopped_resumable (75, sysexits' EX_TEMPFAIL): the run stopped early on a signal or a time
+// limit after writing a checkpoint; resubmitting with --resume auto continues it.
+enum class ExitCode : int { ok = 0, failure = 1, usage = 2, bad_input = 3, stopped_resumable = 75 };
 
 class Error : public std::runtime_error {
  public:

@@ -4,6 +4,7 @@
 
 #include "trellis/train/json_line.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -11,8 +12,11 @@ namespace trellis {
 
 class MetricsLog {
  public:
-  // Opens (truncates) `path` when `enabled`; otherwise every call is a no-op.
-  MetricsLog(const std::string& path, bool enabled);
+  // Opens `path` when `enabled`; otherwise every call is a no-op. resumed_step < 0: a new log
+  // (truncated). Otherwise a resumed run continues the existing log: lines of steps after
+  // resumed_step (written by the interrupted run after its last checkpoint) are dropped, so
+  // the log reads as one uninterrupted run.
+  MetricsLog(const std::string& path, bool enabled, std::int64_t resumed_step = -1);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;

@@ -35,6 +35,25 @@ struct TrainLoopConfig {
   bool eval_every_epoch = true;
   std::int64_t eval_interval = 0;     // 0 = only at epoch ends
   std::int64_t eval_max_samples = 0;  // 0 = the whole set
+  double time_limit_s = 0;            // 0 = none (SLURM_JOB_END_TIME still applies)
+};
+
+struct CheckpointConfig {
+  std::string dir;                  // "" in the file: <run.dir>/checkpoints
+  std::int64_t interval_steps = 0;  // 0 = not by steps
+  double interval_minutes = 0;      // 0 = not by time
+  std::int64_t keep = 3;
+  std::string resume = "none";  // none | auto | a step directory
+  double margin_s = 60;         // stop this long before a time limit
+};
+
+struct FaultConfig {
+  double timeout_s = 0;        // watchdog; 0 = off
+  bool skip_nonfinite = true;  // fault.nonfinite = skip | abort
+  std::int64_t max_skips = 5;  // consecutive skipped steps before giving up
+  int inject_rank = -1;        // fault.inject = rank:step:kind (testing aid)
+  std::int64_t inject_step = 0;
+  std::string inject_kind;  // throw | hang | nan | signal | kill_in_checkpoint
 };
 
 struct OptimConfig {
@@ -75,6 +94,8 @@ struct TrainConfig {
   SchedConfig sched;
   DataConfig data;
   ParallelConfig parallel;
+  CheckpointConfig ckpt;
+  FaultConfig fault;
   std::string run_dir;
   std::int64_t log_interval = 0;
 

@@ -23,10 +23,13 @@
 #include "trellis/parallel/gradient_sync.hpp"
 #include "trellis/parallel/pipeline_engine.hpp"
 #include "trellis/train/batch_buffers.hpp"
+#include "trellis/train/checkpoint_file.hpp"
 #include "trellis/train/data_source.hpp"
 #include "trellis/train/evaluate.hpp"
 #include "trellis/train/metrics_log.hpp"
+#include "trellis/train/stop_control.hpp"
 #include "trellis/train/train_config.hpp"
+#include "trellis/train/watchdog.hpp"
 
 #include <mpi.h>
 
@@ -50,8 +53,11 @@ class Trainer {
   // rank, stops every rank before the first step.
   Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log);
 
-  // Trains for train.epochs (or train.max_steps), then writes model.h5 and summary.json.
-  void run();
+  // Trains for train.epochs (or train.max_steps), then writes model.h5 and summary.json:
+  // ExitCode::ok. Stopped early by a signal or time limit: writes a checkpoint and returns
+  // ExitCode::stopped_resumable (no model.h5). An error on any rank ends the whole job
+  // (MPI_Abort with the error's exit code and this rank's message): never a hang.
+  ExitCode run();
 
   const nn::ParameterStore& parameters() const { return store_; }
 
@@ -60,9 +66,23 @@ class Trainer {
     double loss_sum = 0, correct = 0;  // over the global batch (reduced)
     double targets = 0, samples = 0;   // loss terms and samples of the global batch
     double grad_norm = 0;
+    bool skipped = false;  // non-finite loss or gradients: no update
   };
 
   void setup(MPI_Comm world);
+  ExitCode train_and_save();  // run() without the error policy
+  [[noreturn]] void abort_job(const std::string& message, ExitCode code) const;
+  // Checkpoints (trainer_checkpoint.cpp): collective over the world.
+  void save_checkpoint();
+  // Every tensor a checkpoint holds, as this rank's pieces; full_state receives the whole
+  // optimizer-state buffers the optim/ pieces point into (gathered over dp with ZeRO-1).
+  std::vector<TensorPiece> checkpoint_pieces(std::vector<FloatView>& full_state);
+  // ckpt.resume: loads a checkpoint (auto: the newest that verifies, falling back to older
+  // ones with a warning); returns whether it did.
+  bool resume_if_asked();
+  void skip_step(StepStats& stats);  // the fault.nonfinite policy
+  bool fault_injected(const char* kind) const;
+  void inject_fault_if_asked() const;
   StepStats train_step(std::int64_t epoch, std::int64_t step_in_epoch, StepTimes& times);
   void log_step(std::int64_t epoch, const StepStats& stats, float lr, StepTimes& times);
   EvalResult evaluate_and_log(std::int64_t epoch);
@@ -89,6 +109,9 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
   std::int64_t global_step_ = 0;  // optimizer steps completed
   std::int64_t parameter_count_ = 0;
+  std::int64_t skipped_steps_ = 0, consecutive_skips_ = 0;
+  std::unique_ptr<StopControl> stop_;
+  std::unique_ptr<Watchdog> watchdog_;
   std::optional<EvalResult> last_eval_;
 };
 

@@ -1,0 +1,49 @@
+// When to stop early, agreed by every rank at a step boundary.
+//
+// Preemption: SIGUSR1 (Slurm's `--signal=B:USR1@<s>` warning before a time limit or spot
+// reclaim, forwarded by slurm/preemptible.sbatch) and SIGTERM (scancel, node shutdown) only set
+// a flag in the handler. Time: train.time_limit (seconds; 0 = none) from the start of the run,
+// or Slurm's SLURM_JOB_END_TIME (Unix seconds), whichever comes first, minus a margin that
+// leaves room for one more step and a checkpoint. A second signal while a checkpoint is being
+// written changes nothing: the flag is only read between steps, and files are only renamed
+// into place once complete.
+//
+// The trainer reduces local_reason() over the world (one MPI_Allreduce of a few ints per step),
+// so every rank takes the same decision at the same step and nobody is left in a collective.
+#pragma once
+
+#include "trellis/core/timer.hpp"
+
+#include <string>
+
+namespace trellis {
+
+enum class StopReason : int { none = 0, signal = 1, time_limit = 2 };
+const char* stop_reason_name(StopReason reason);
+
+class StopControl {
+ public:
+  // Installs the SIGUSR1/SIGTERM handlers (once per process; re-installing is harmless).
+  // time_limit_s <= 0: no limit of its own. margin_s: stop this long before the end.
+  StopControl(double time_limit_s, double margin_s);
+
+  // This rank's reason to stop now (no communication; the caller reduces it over the world
+  // with MPI_MAX, together with whatever else it agrees on per step). step_seconds: the last
+  // step's duration, added to the margin (the next step must fit before the end too).
+  StopReason local_reason(double step_seconds) const;
+
+  // Seconds left before the (earliest) end, or a large number without one. Local.
+  double seconds_left() const;
+  // The signal number that arrived, or 0.
+  static int received_signal();
+  // For tests: as if `signum` had arrived.
+  static void raise_flag(int signum);
+
+ private:
+  Stopwatch since_start_;
+  double time_limit_s_;
+  double margin_s_;
+  double slurm_end_;  // Unix seconds, 0 when SLURM_JOB_END_TIME is unset
+};
+
+}  // namespace trellis

@@ -1,0 +1,72 @@
+#include "trellis/train/stop_control.hpp"
+
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <limits>
+
+namespace trellis {
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;  // the handler's only side effect
+
+extern "C" void on_stop_signal(int signum) { g_signal = signum; }
+
+void install_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // a signal during a write or an MPI call does not fail it
+  sigaction(SIGUSR1, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+double slurm_end_time() {
+  const char* value = std::getenv("SLURM_JOB_END_TIME");
+  if (value == nullptr || *value == '\0') return 0.0;
+  char* end = nullptr;
+  const double t = std::strtod(value, &end);
+  return (end != value && t > 0) ? t : 0.0;
+}
+
+}  // namespace
+
+const char* stop_reason_name(StopReason reason) {
+  switch (reason) {
+    case StopReason::signal:
+      return "signal";
+    case StopReason::time_limit:
+      return "time limit";
+    case StopReason::none:
+      break;
+  }
+  return "none";
+}
+
+StopControl::StopControl(double time_limit_s, double margin_s)
+    : time_limit_s_(time_limit_s), margin_s_(margin_s), slurm_end_(slurm_end_time()) {
+  install_handlers();
+}
+
+int StopControl::received_signal() { return static_cast<int>(g_signal); }
+
+void StopControl::raise_flag(int signum) { g_signal = signum; }
+
+double StopControl::seconds_left() const {
+  double left = std::numeric_limits<double>::infinity();
+  if (time_limit_s_ > 0) left = time_limit_s_ - since_start_.seconds();
+  if (slurm_end_ > 0) {
+    const double to_end = slurm_end_ - static_cast<double>(std::time(nullptr));
+    if (to_end < left) left = to_end;
+  }
+  return left;
+}
+
+StopReason StopControl::local_reason(double step_seconds) const {
+  if (g_signal != 0) return StopReason::signal;
+  if (seconds_left() < margin_s_ + step_seconds) return StopReason::time_limit;
+  return StopReason::none;
+}
+
+}  // namespace trellis
