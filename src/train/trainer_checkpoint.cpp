@@ -207,6 +207,7 @@ bool Trainer::resume_if_asked() {
     });
     try {
       watchdog_->beat("resume");
+      Stopwatch load_watch;
       verify_checkpoint(dir, world);
       std::vector<FloatView> full_state;
       std::vector<TensorPiece> pieces = checkpoint_pieces(full_state);
@@ -222,7 +223,10 @@ bool Trainer::resume_if_asked() {
       global_step_ = info.step;
       optimizer_->set_step_count(info.counters.at("optimizer_steps"));
       skipped_steps_ = info.counters.count("skipped_steps") ? info.counters.at("skipped_steps") : 0;
-      log_.info("resume: " + dir + " (step " + std::to_string(global_step_) + ")");
+      char line[96];
+      std::snprintf(line, sizeof(line), " (step %lld, verified and loaded in %.2f s)",
+                    static_cast<long long>(global_step_), load_watch.seconds());
+      log_.info("resume: " + dir + line);
       return true;
     } catch (const InputError& e) {
       if (!automatic) throw;
