@@ -21,6 +21,14 @@ void check_labels_extent(const ConstMatrix& logits, const ConstLabels& labels, c
 
 }  // namespace
 
+void throw_bad_label(ConstLabels labels, std::int64_t row, std::int64_t classes) {
+  std::int32_t value = 0;
+  Kokkos::View<std::int32_t, HostSpace> host_value(&value);
+  Kokkos::deep_copy(host_value, Kokkos::subview(labels, row));
+  throw InputError("softmax cross-entropy: label " + std::to_string(value) + " at row " +
+                   std::to_string(row) + " is outside [0, " + std::to_string(classes) + ")");
+}
+
 XentResult softmax_xent_forward(ConstMatrix logits, ConstLabels labels) {
   check_labels_extent(logits, labels, "softmax_xent_forward");
   const std::int64_t rows = static_cast<std::int64_t>(logits.extent(0));
@@ -55,14 +63,7 @@ XentResult softmax_xent_forward(ConstMatrix logits, ConstLabels labels) {
       loss_sum, correct, Kokkos::Min<std::int64_t>(first_bad_row));
 
   // Min's identity is the largest int64, which is what an all-valid batch leaves behind.
-  if (rows > 0 && first_bad_row < rows) {
-    std::int32_t value = 0;
-    Kokkos::View<std::int32_t, HostSpace> host_value(&value);
-    Kokkos::deep_copy(host_value, Kokkos::subview(labels, first_bad_row));
-    throw InputError("softmax cross-entropy: label " + std::to_string(value) + " at row " +
-                     std::to_string(first_bad_row) + " is outside [0, " + std::to_string(classes) +
-                     ")");
-  }
+  if (rows > 0 && first_bad_row < rows) throw_bad_label(labels, first_bad_row, classes);
   return XentResult{loss_sum, correct};
 }
 

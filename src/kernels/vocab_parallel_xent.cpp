@@ -65,14 +65,7 @@ XentResult vp_xent_result(ConstLabels labels, ConstVector row_max, ConstVector s
         if (static_cast<std::int64_t>(stats(2 * rows + r)) == label) hits += 1;
       },
       loss_sum, correct, Kokkos::Min<std::int64_t>(first_bad_row));
-  if (rows > 0 && first_bad_row < rows) {
-    std::int32_t value = 0;
-    Kokkos::View<std::int32_t, HostSpace> host_value(&value);
-    Kokkos::deep_copy(host_value, Kokkos::subview(labels, first_bad_row));
-    throw InputError("softmax cross-entropy: label " + std::to_string(value) + " at row " +
-                     std::to_string(first_bad_row) + " is outside [0, " + std::to_string(classes) +
-                     ")");
-  }
+  if (rows > 0 && first_bad_row < rows) throw_bad_label(labels, first_bad_row, classes);
   return XentResult{loss_sum, correct};
 }
 

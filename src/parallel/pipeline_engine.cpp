@@ -62,15 +62,20 @@ void PipelineEngine::exchange(const MicroBatch* send_out, int send_out_k,
   times.p2p += watch.fenced_seconds();
 }
 
+nn::ModelInput PipelineEngine::stage_input(int s, const MicroBatch& mb) const {
+  nn::ModelInput input = mb.input;
+  const nn::Model& m = *models_[s];
+  if (!m.first_stage())
+    input.activations = as_matrix(inputs_[s], static_cast<int>(rows(mb)), m.stage_input_width());
+  return input;
+}
+
 void PipelineEngine::forward(int k, const MicroBatch& mb, float scale, StageSums& sums,
                              StageTimes& times) {
   Stopwatch watch;
   const int s = slot(k);
   nn::Model& m = *models_[s];
-  nn::ModelInput input = mb.input;
-  if (!m.first_stage())
-    input.activations = as_matrix(inputs_[s], static_cast<int>(rows(mb)), m.stage_input_width());
-  outputs_[s] = m.forward(input, mb.samples, mb.ctx);
+  outputs_[s] = m.forward(stage_input(s, mb), mb.samples, mb.ctx);
   if (m.last_stage()) {
     nn::SoftmaxCrossEntropy& loss = *losses_[s];
     const auto result = loss.forward(outputs_[s], mb.targets, static_cast<int>(rows(mb)));
@@ -146,10 +151,7 @@ StageSums PipelineEngine::evaluate(const MicroBatch& mb) {
   exchange(nullptr, 0, nullptr, 0, &mb, 0, nullptr, ignored);
   const int s = slot(0);
   nn::Model& m = *models_[s];
-  nn::ModelInput input = mb.input;
-  if (!m.first_stage())
-    input.activations = as_matrix(inputs_[s], static_cast<int>(rows(mb)), m.stage_input_width());
-  outputs_[s] = m.forward(input, mb.samples, mb.ctx);
+  outputs_[s] = m.forward(stage_input(s, mb), mb.samples, mb.ctx);
   if (m.last_stage()) {
     const auto result = losses_[s]->forward(outputs_[s], mb.targets, static_cast<int>(rows(mb)));
     sums.loss_sum = result.loss_sum;

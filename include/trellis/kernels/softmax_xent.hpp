@@ -24,6 +24,9 @@ struct XentResult {
 // Synchronous: returns host values (fences the execution space).
 XentResult softmax_xent_forward(ConstMatrix logits, ConstLabels labels);
 
+// Throws the InputError for labels(row) outside [0, classes) (reads the one label to host).
+[[noreturn]] void throw_bad_label(ConstLabels labels, std::int64_t row, std::int64_t classes);
+
 // dlogits = (softmax(logits) - onehot(labels)) * scale, written (=).
 // logits, dlogits: [n, classes]   labels: [>= n]
 // scale is the caller's normalisation, e.g. 1 / global_batch, so that summing gradients over

@@ -85,6 +85,8 @@ class PipelineEngine {
                 int send_grad_k, const MicroBatch* recv_in, int recv_in_k,
                 const MicroBatch* recv_grad, StageTimes& times);
   std::size_t rows(const MicroBatch& mb) const;
+  // The model input of slot s: the micro-batch's (first stage) or the received activations.
+  nn::ModelInput stage_input(int s, const MicroBatch& mb) const;
   int slot(int k) const { return k % slots(); }
 
   std::vector<std::unique_ptr<nn::Model>> models_;
