@@ -99,6 +99,22 @@ const std::vector<ConfigKey>& config_schema() {
       {"ckpt.margin_s", "60",
        "stop and checkpoint this many seconds (plus one step) before train.time_limit or "
        "SLURM_JOB_END_TIME"},
+      {"monitor.peak_tflops", "0",
+       "peak TFLOP/s of one device for MFU; 0: the data-sheet peak of a known GPU, or an SGEMM "
+       "measured at start-up on CPUs"},
+      {"cost.price_per_device_hour", "0", "on-demand price of one device (GPU) for one hour"},
+      {"cost.spot_price_per_device_hour", "0", "spot/preemptible price of one device-hour"},
+      {"budget.max_cost", "0",
+       "stop (with a checkpoint) when the on-demand cost so far reaches this; 0 = no budget"},
+      {"budget.max_hours", "0",
+       "stop (with a checkpoint) after this many hours of wall time; 0 = no budget"},
+      {"early_stop.metric", "none",
+       "stop (with a checkpoint) when this evaluation metric stops improving: none | test_loss "
+       "| test_accuracy"},
+      {"early_stop.patience", "3", "evaluations without improvement before stopping"},
+      {"early_stop.min_delta", "0", "smallest change that counts as an improvement"},
+      {"log.progress", "auto",
+       "auto (a progress bar when stdout is a terminal, else lines) | bar | lines"},
       {"fault.timeout_s", "0",
        "watchdog: abort the job when a rank makes no progress for this long; 0 = off"},
       {"fault.nonfinite", "skip",

@@ -164,6 +164,22 @@ TrainConfig TrainConfig::from(const RawConfig& raw) {
   if (c.ckpt.resume.empty())
     throw ConfigError("config key ckpt.resume must be none, auto or a checkpoint directory");
   c.ckpt.margin_s = config_double(raw, "ckpt.margin_s", 0.0, 1e9);
+  c.monitor.peak_tflops = config_double(raw, "monitor.peak_tflops", 0.0, 1e9);
+  c.monitor.price_per_device_hour = config_double(raw, "cost.price_per_device_hour", 0.0, 1e9);
+  c.monitor.spot_price_per_device_hour =
+      config_double(raw, "cost.spot_price_per_device_hour", 0.0, 1e9);
+  c.monitor.max_cost = config_double(raw, "budget.max_cost", 0.0, 1e15);
+  c.monitor.max_hours = config_double(raw, "budget.max_hours", 0.0, 1e9);
+  if (c.monitor.max_cost > 0 && c.monitor.price_per_device_hour <= 0)
+    throw ConfigError("config key budget.max_cost needs cost.price_per_device_hour > 0");
+  c.monitor.early_stop_metric =
+      config_choice(raw, "early_stop.metric", {"none", "test_loss", "test_accuracy"});
+  c.monitor.patience = config_int(raw, "early_stop.patience", 1);
+  c.monitor.min_delta = config_double(raw, "early_stop.min_delta", 0.0, 1e9);
+  if (c.monitor.early_stop_metric != "none" && c.data.test.empty())
+    throw ConfigError("config key early_stop.metric = " + c.monitor.early_stop_metric +
+                      " needs data.test (the metric is measured on it)");
+  c.monitor.progress = config_choice(raw, "log.progress", {"auto", "bar", "lines"});
   c.fault.timeout_s = config_double(raw, "fault.timeout_s", 0.0, 1e9);
   c.fault.skip_nonfinite = config_choice(raw, "fault.nonfinite", {"skip", "abort"}) == "skip";
   c.fault.max_skips = config_int(raw, "fault.max_skips", 1);

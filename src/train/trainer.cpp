@@ -12,6 +12,10 @@
 #include "trellis/train/model_factory.hpp"
 #include "trellis/train/weights_file.hpp"
 
+#ifdef TRELLIS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <thread>
 
 namespace trellis {
@@ -195,6 +200,9 @@ void Trainer::setup(MPI_Comm world) {
   buffers_ = std::make_unique<BatchBuffers>(std::max(local_batch, eval_rows), shape.feature_numel,
                                             shape.seq_len);
 
+  measure_model_and_peak();
+  progress_bar_ = want_progress_bar(config_.monitor.progress.c_str(), grid_->rank());
+  progress_ = std::make_unique<ProgressBar>(progress_bar_);
   stop_ = std::make_unique<StopControl>(config_.train.time_limit_s, config_.ckpt.margin_s);
   watchdog_ = std::make_unique<Watchdog>(config_.fault.timeout_s, grid_->rank());
   // Before anything in run.dir is rewritten: a checkpoint that cannot be used stops the run
@@ -378,12 +386,59 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
   return stats;
 }
 
+void Trainer::measure_model_and_peak() {
+  // The whole model's FLOPs, whatever part of it this rank holds.
+  if (config_.model.type == "mlp") {
+    const std::vector<double> macs = model_unit_costs(config_.model, train_data_->shape());
+    model_flops_ = 6.0 * std::accumulate(macs.begin(), macs.end(), 0.0);
+  } else {
+    model_flops_ = static_cast<double>(model_->flops_per_sample());  // gpt: from its spec
+  }
+  if (config_.monitor.peak_tflops > 0) {
+    peak_tflops_ = config_.monitor.peak_tflops;
+    peak_source_ = "monitor.peak_tflops";
+    return;
+  }
+#ifdef TRELLIS_ENABLE_CUDA
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, node_.device < 0 ? 0 : node_.device) == cudaSuccess) {
+    peak_tflops_ = known_peak_tflops(prop.name, "fp32");
+    peak_source_ = std::string(prop.name) + ", fp32 data-sheet peak";
+  }
+#endif
+  if (peak_tflops_ <= 0) {
+    // Every rank measures at once, as they will train: ranks sharing cores or memory bandwidth
+    // see their share. The slowest rank sets the peak.
+    double measured = measure_gemm_tflops();
+    TRELLIS_MPI(
+        MPI_Allreduce(MPI_IN_PLACE, &measured, 1, MPI_DOUBLE, MPI_MIN, grid_->world().get()));
+    peak_tflops_ = measured;
+    peak_source_ = "SGEMM 512^3 measured at start-up";
+  }
+  log_.info(format("model: %.4g GFLOP per sample (forward + backward); peak %.4g TFLOP/s per "
+                   "device (",
+                   model_flops_ * 1e-9, peak_tflops_) +
+            peak_source_ + ")");
+}
+
+CostEstimate Trainer::run_cost() const {
+  return estimate_cost(run_watch_.seconds(), global_step_ - first_step_,
+                       total_steps() - first_step_, grid_->layout().world_size(),
+                       config_.monitor.price_per_device_hour,
+                       config_.monitor.spot_price_per_device_hour);
+}
+
 void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, StepTimes& times) {
   const double loss = stats.loss_sum / stats.targets;
   const double samples_per_sec =
       times.total > 0 ? static_cast<double>(times.samples) / times.total : 0.0;
   const double step_time =
       times.total / static_cast<double>(std::max<std::int64_t>(times.steps, 1));
+  const double tflops = model_flops_ * samples_per_sec * 1e-12;
+  const double mfu = model_flops_utilisation(model_flops_, samples_per_sec,
+                                             grid_->layout().world_size(), peak_tflops_);
+  const CostEstimate cost = run_cost();
+  const double eta = step_time * static_cast<double>(total_steps() - global_step_);
   metrics_->write(
       JsonLine()
           .add("step", global_step_)
@@ -401,11 +456,43 @@ void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, Ste
           .add("compute_time_s", times.compute / times.steps)
           .add("comm_time_s", times.comm / times.steps)
           .add("pipeline_time_s", times.pipeline / times.steps)
-          .add("optimizer_time_s", times.optimizer / times.steps));
-  log_.info(format("epoch %.0f step %6.0f/%.0f  loss %.4f  lr %.4g  %.0f samples/s",
-                   static_cast<double>(epoch + 1), static_cast<double>(global_step_),
-                   static_cast<double>(total_steps()), loss, lr, samples_per_sec));
+          .add("optimizer_time_s", times.optimizer / times.steps)
+          .add("checkpoint_time_s", times.checkpoint / times.steps)
+          .add("tflops", tflops)
+          .add("mfu", mfu)
+          .add("host_rss_bytes", resident_bytes())
+          .add("skipped_steps", skipped_steps_)
+          .add("cost_so_far", cost.on_demand)
+          .add("projected_cost", cost.projected_on_demand)
+          .add("projected_spot_cost", cost.projected_spot)
+          .add("eta_s", eta));
+  std::string line = format("epoch %.0f step %6.0f/%.0f  loss %.4f  lr %.4g  %.0f samples/s",
+                            static_cast<double>(epoch + 1), static_cast<double>(global_step_),
+                            static_cast<double>(total_steps()), loss, lr, samples_per_sec) +
+                     format("  %.3g TFLOP/s  MFU %.1f%%  ETA %.0f s", tflops, 100.0 * mfu, eta);
+  if (config_.monitor.price_per_device_hour > 0)
+    line += format("  cost %.2f (projected %.2f)", cost.on_demand, cost.projected_on_demand);
+  if (!progress_bar_) log_.info(line);
   times = StepTimes{};
+}
+
+void Trainer::update_early_stop(const EvalResult& result) {
+  const std::string& metric = config_.monitor.early_stop_metric;
+  if (metric == "none") return;
+  // Lower is better for the loss, higher for the accuracy; every rank sees the same values.
+  const double value = metric == "test_loss" ? -result.loss : result.accuracy;
+  if (!have_best_ || value > best_metric_ + config_.monitor.min_delta) {
+    have_best_ = true;
+    best_metric_ = value;
+    evals_without_gain_ = 0;
+    return;
+  }
+  if (++evals_without_gain_ >= config_.monitor.patience) {
+    early_stop_ = true;
+    log_.info("early stop: " + metric + " has not improved by more than " +
+              format("%g", config_.monitor.min_delta) + " for " +
+              std::to_string(evals_without_gain_) + " evaluations");
+  }
 }
 
 EvalResult Trainer::evaluate_and_log(std::int64_t epoch) {
@@ -422,6 +509,8 @@ EvalResult Trainer::evaluate_and_log(std::int64_t epoch) {
           .add("test_samples", result.samples)
           .add("test_bits_per_token", model_->takes_tokens() ? result.bits_per_target() : 0.0)
           .add("eval_time_s", seconds));
+  if (progress_bar_) progress_->clear();
+  update_early_stop(result);
   if (model_->takes_tokens())
     log_.info(format(
         "epoch %.0f step %.0f  validation loss %.4f  %.4f bits per token  (%.0f sequences, %.1f s)",
@@ -460,60 +549,90 @@ void Trainer::abort_job(const std::string& message, ExitCode code) const {
 ExitCode Trainer::train_and_save() {
   const std::int64_t last_step = total_steps();
   StepTimes times;
-  Stopwatch wall;
+  StepTimes totals;  // the whole run, for the summary's time breakdown
+  run_watch_.restart();
   Stopwatch since_warmup;
   Stopwatch since_checkpoint;
   std::int64_t samples_after_warmup = 0;
   std::int64_t checkpointed_step = global_step_;  // a resumed run starts at its checkpoint
-  const std::int64_t first_step = global_step_;
+  first_step_ = global_step_;
   StopReason stop = StopReason::none;
+  std::string finish_reason = "completed";  // or the budget / early stop that ended the run
   const std::int64_t per_epoch = train_data_->steps_per_epoch();
+  auto checkpoint = [&] {
+    if (progress_bar_) progress_->clear();
+    Stopwatch watch;
+    save_checkpoint();
+    times.checkpoint += watch.seconds();
+    totals.checkpoint += watch.seconds();
+    checkpointed_step = global_step_;
+    since_checkpoint.restart();
+  };
+  bool finished_early = false;
   for (std::int64_t epoch = global_step_ / per_epoch;
-       epoch < config_.train.epochs && global_step_ < last_step && stop == StopReason::none;
-       ++epoch) {
+       epoch < config_.train.epochs && global_step_ < last_step && !finished_early; ++epoch) {
     for (std::int64_t s = global_step_ % per_epoch;
-         s < per_epoch && global_step_ < last_step && stop == StopReason::none; ++s) {
+         s < per_epoch && global_step_ < last_step && !finished_early; ++s) {
       Stopwatch step_watch;
       watchdog_->beat("step");
       const float lr = schedule_->lr(global_step_);
-      const StepStats stats = train_step(epoch, s, times);
+      StepTimes step_times;
+      const StepStats stats = train_step(epoch, s, step_times);
       const double step_seconds = step_watch.seconds();
-      times.total += step_seconds;
-      times.steps += 1;
-      times.samples += static_cast<std::int64_t>(stats.samples);
-      if (global_step_ == first_step + 1)
+      step_times.total = step_seconds;
+      step_times.steps = 1;
+      step_times.samples = static_cast<std::int64_t>(stats.samples);
+      times += step_times;
+      totals += step_times;
+      if (global_step_ == first_step_ + 1)
         since_warmup.restart();  // the first step pays one-time costs
       else
         samples_after_warmup += static_cast<std::int64_t>(stats.samples);
+      if (progress_bar_)
+        progress_->update(epoch + 1, global_step_, last_step, stats.loss_sum / stats.targets,
+                          static_cast<double>(times.samples) / std::max(times.total, 1e-9),
+                          (times.total / static_cast<double>(times.steps)) *
+                              static_cast<double>(last_step - global_step_));
       if (global_step_ % config_.log_interval == 0 || global_step_ == last_step)
         log_step(epoch, stats, lr, times);
       if (test_data_ && config_.train.eval_interval > 0 &&
           global_step_ % config_.train.eval_interval == 0 && global_step_ != last_step)
         last_eval_ = evaluate_and_log(epoch);
 
-      // Agreed at every step boundary: a stop request on any rank, and a checkpoint that is
-      // due by the clock (each rank's clock differs a little; the MAX makes it one decision).
-      int agree[2] = {static_cast<int>(stop_->local_reason(step_seconds)),
+      // Agreed at every step boundary (each rank's clock differs a little; the MAX makes it
+      // one decision): a stop request, a checkpoint due by the clock, a budget used up.
+      const CostEstimate cost = run_cost();
+      const bool over_budget =
+          (config_.monitor.max_cost > 0 && cost.on_demand >= config_.monitor.max_cost) ||
+          (config_.monitor.max_hours > 0 &&
+           run_watch_.seconds() >= 3600.0 * config_.monitor.max_hours);
+      int agree[3] = {static_cast<int>(stop_->local_reason(step_seconds)),
                       config_.ckpt.interval_minutes > 0 &&
                               since_checkpoint.seconds() >= 60.0 * config_.ckpt.interval_minutes
                           ? 1
-                          : 0};
-      TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, agree, 2, MPI_INT, MPI_MAX, grid_->world().get()));
+                          : 0,
+                      over_budget ? 1 : 0};
+      TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, agree, 3, MPI_INT, MPI_MAX, grid_->world().get()));
       stop = static_cast<StopReason>(agree[0]);
+      if (agree[2] != 0) finish_reason = "budget";
+      if (early_stop_) finish_reason = "early stop";  // agreed: reduced evaluation results
+      finished_early = stop != StopReason::none || finish_reason != "completed";
       const bool due = agree[1] != 0 || (config_.ckpt.interval_steps > 0 &&
                                          global_step_ % config_.ckpt.interval_steps == 0);
-      if (due || (stop != StopReason::none && checkpointed_step != global_step_)) {
-        save_checkpoint();
-        checkpointed_step = global_step_;
-        since_checkpoint.restart();
-      }
+      if (due || (finished_early && checkpointed_step != global_step_)) checkpoint();
     }
     const bool epoch_done = global_step_ % per_epoch == 0;
-    if (stop == StopReason::none && test_data_ && config_.train.eval_every_epoch &&
+    if (!finished_early && test_data_ && config_.train.eval_every_epoch &&
         (epoch_done || global_step_ == last_step))
       last_eval_ = evaluate_and_log(epoch);
+    if (early_stop_ && !finished_early) {  // decided by the epoch-end evaluation
+      finish_reason = "early stop";
+      finished_early = true;
+      if (checkpointed_step != global_step_) checkpoint();
+    }
   }
   watchdog_->pause();
+  if (progress_bar_) progress_->clear();
   if (stop != StopReason::none) {
     log_.info(format("stopping at step %.0f on a ", static_cast<double>(global_step_)) +
               stop_reason_name(stop) + " with a checkpoint in " + config_.ckpt.dir +
@@ -523,12 +642,18 @@ ExitCode Trainer::train_and_save() {
   // A run that checkpoints also ends with one, so it can be continued for more steps.
   if ((config_.ckpt.interval_steps > 0 || config_.ckpt.interval_minutes > 0) &&
       checkpointed_step != global_step_)
-    save_checkpoint();
-  const double seconds = wall.seconds();
+    checkpoint();
+  const double seconds = run_watch_.seconds();
   const double throughput = samples_after_warmup / std::max(since_warmup.seconds(), 1e-9);
-  log_.info(format("done: %.0f steps in %.1f s, %.0f samples/s after the first step",
-                   static_cast<double>(global_step_), seconds, throughput));
+  if (finish_reason != "completed")
+    log_.info(format("stopped at step %.0f: ", static_cast<double>(global_step_)) + finish_reason +
+              " (checkpoint written)");
+  write_results(seconds, throughput, totals, finish_reason);
+  return ExitCode::ok;
+}
 
+void Trainer::write_results(double seconds, double throughput, const StepTimes& totals,
+                            const std::string& finish_reason) {
   // Every tp group gathers its logical tensors (collective); world rank 0 writes them.
   std::vector<HostTensor> weights;
   run_agreed(grid_->world().get(), log_, [&] {
@@ -537,12 +662,18 @@ ExitCode Trainer::train_and_save() {
     weights = gather_stages(std::move(weights), grid_->pp(),
                             model_->first_stage() ? std::vector<std::string>{} : tied_);
   });
+  const int devices = grid_->layout().world_size();
+  const double tflops = model_flops_ * throughput * 1e-12;
+  const double mfu = model_flops_utilisation(model_flops_, throughput, devices, peak_tflops_);
+  const CostEstimate cost = run_cost();
+  const double steps = static_cast<double>(std::max<std::int64_t>(totals.steps, 1));
   run_agreed(grid_->world().get(), log_, [&] {
     if (grid_->rank() != 0) return;
     save_weights(config_.run_dir + "/model.h5", weights, model_->buffers(), config_.raw.to_ini());
     JsonLine summary;
     summary.add("steps", global_step_)
-        .add("ranks", grid_->layout().world_size())
+        .add("finish", finish_reason)
+        .add("ranks", devices)
         .add("wall_time_s", seconds)
         .add("samples_per_sec", throughput)
         .add("tokens_per_sec",
@@ -553,15 +684,46 @@ ExitCode Trainer::train_and_save() {
                              static_cast<int>(config_.accumulation_steps(grid_->size(Axis::dp)))))
         .add("parameters_per_rank", store_.num_elements())
         .add("optimizer_state_floats_per_rank", optimizer_state_floats())
-        .add("flops_per_sample", model_->flops_per_sample());
+        .add("flops_per_sample", model_flops_)
+        .add("tflops", tflops)
+        .add("peak_tflops_per_device", peak_tflops_)
+        .add("peak_source", peak_source_)
+        .add("mfu", mfu)
+        .add("step_time_s", totals.total / steps)
+        .add("data_time_s", totals.data / steps)
+        .add("compute_time_s", totals.compute / steps)
+        .add("comm_time_s", totals.comm / steps)
+        .add("pipeline_time_s", totals.pipeline / steps)
+        .add("optimizer_time_s", totals.optimizer / steps)
+        .add("checkpoint_time_s", totals.checkpoint / steps)
+        .add("skipped_steps", skipped_steps_)
+        .add("host_rss_bytes", resident_bytes())
+        .add("device_hours", cost.device_hours)
+        .add("cost_on_demand", cost.on_demand)
+        .add("cost_spot", cost.spot);
     if (last_eval_)
       summary.add("test_loss", last_eval_->loss).add("test_accuracy", last_eval_->accuracy);
     std::ofstream out(config_.run_dir + "/summary.json");
     out << summary.str() << "\n";
     if (!out) throw Error("cannot write " + config_.run_dir + "/summary.json");
   });
+  log_.info(format("done: %.0f steps in %.1f s, %.0f samples/s after the first step, "
+                   "%.3g TFLOP/s, MFU %.1f%% of %.3g TFLOP/s per device (",
+                   static_cast<double>(global_step_), seconds, throughput, tflops, 100.0 * mfu,
+                   peak_tflops_) +
+            peak_source_ + ")");
+  log_.info(format("time per step: data %.1f ms, compute %.1f ms, exposed comm %.1f ms, "
+                   "pipeline %.1f ms, optimizer %.1f ms",
+                   1e3 * totals.data / steps, 1e3 * totals.compute / steps,
+                   1e3 * totals.comm / steps, 1e3 * totals.pipeline / steps,
+                   1e3 * totals.optimizer / steps) +
+            format(" (+ %.1f ms of checkpoints)", 1e3 * totals.checkpoint / steps));
+  log_.info(
+      format("cost: %.4g device-hours = %.4g on demand, %.4g spot (cost.* prices per "
+             "device-hour %.4g / %.4g)",
+             cost.device_hours, cost.on_demand, cost.spot, config_.monitor.price_per_device_hour,
+             config_.monitor.spot_price_per_device_hour));
   log_.info("weights: " + config_.run_dir + "/model.h5");
-  return ExitCode::ok;
 }
 
 }  // namespace trellis

@@ -47,6 +47,16 @@ struct CheckpointConfig {
   double margin_s = 60;         // stop this long before a time limit
 };
 
+struct MonitorConfig {
+  double peak_tflops = 0;  // 0: known GPU peak or measured SGEMM
+  double price_per_device_hour = 0, spot_price_per_device_hour = 0;
+  double max_cost = 0, max_hours = 0;      // budgets; 0 = none
+  std::string early_stop_metric = "none";  // none | test_loss | test_accuracy
+  std::int64_t patience = 3;
+  double min_delta = 0;
+  std::string progress = "auto";  // auto | bar | lines
+};
+
 struct FaultConfig {
   double timeout_s = 0;        // watchdog; 0 = off
   bool skip_nonfinite = true;  // fault.nonfinite = skip | abort
@@ -96,6 +106,7 @@ struct TrainConfig {
   ParallelConfig parallel;
   CheckpointConfig ckpt;
   FaultConfig fault;
+  MonitorConfig monitor;
   std::string run_dir;
   std::int64_t log_interval = 0;
 

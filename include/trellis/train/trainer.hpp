@@ -27,6 +27,8 @@
 #include "trellis/train/data_source.hpp"
 #include "trellis/train/evaluate.hpp"
 #include "trellis/train/metrics_log.hpp"
+#include "trellis/train/monitor.hpp"
+#include "trellis/train/progress.hpp"
 #include "trellis/train/stop_control.hpp"
 #include "trellis/train/train_config.hpp"
 #include "trellis/train/watchdog.hpp"
@@ -42,8 +44,16 @@ namespace trellis {
 // Seconds spent in each phase of the steps since the last log line.
 struct StepTimes {
   double data = 0, compute = 0, comm = 0, optimizer = 0, total = 0;
-  double pipeline = 0;  // waiting for and moving activations between stages (bubble + p2p)
+  double pipeline = 0;    // waiting for and moving activations between stages (bubble + p2p)
+  double checkpoint = 0;  // writing checkpoints
   std::int64_t steps = 0, samples = 0;
+
+  StepTimes& operator+=(const StepTimes& o) {
+    data += o.data, compute += o.compute, comm += o.comm, optimizer += o.optimizer;
+    total += o.total, pipeline += o.pipeline, checkpoint += o.checkpoint;
+    steps += o.steps, samples += o.samples;
+    return *this;
+  }
 };
 
 class Trainer {
@@ -84,6 +94,12 @@ class Trainer {
   bool fault_injected(const char* kind) const;
   void inject_fault_if_asked() const;
   StepStats train_step(std::int64_t epoch, std::int64_t step_in_epoch, StepTimes& times);
+  CostEstimate run_cost() const;
+  void measure_model_and_peak();  // model_flops_, peak_tflops_ (collective)
+  void update_early_stop(
+      const EvalResult& result);  // of this run so far, and projected to its last step
+  void write_results(double seconds, double throughput, const StepTimes& totals,
+                     const std::string& finish_reason);
   void log_step(std::int64_t epoch, const StepStats& stats, float lr, StepTimes& times);
   EvalResult evaluate_and_log(std::int64_t epoch);
   std::int64_t total_steps() const;
@@ -111,6 +127,17 @@ class Trainer {
   std::int64_t parameter_count_ = 0;
   std::int64_t skipped_steps_ = 0, consecutive_skips_ = 0;
   std::unique_ptr<StopControl> stop_;
+  std::unique_ptr<ProgressBar> progress_;
+  bool progress_bar_ = false;
+  Stopwatch run_watch_;
+  std::int64_t first_step_ = 0;  // where this run started (a resumed run: its checkpoint)
+  double model_flops_ = 0;       // forward + backward FLOPs per sample of the whole model
+  double peak_tflops_ = 0;       // per device
+  std::string peak_source_;
+  // Early stopping on an evaluation metric (early_stop.*).
+  double best_metric_ = 0;
+  std::int64_t evals_without_gain_ = 0;
+  bool have_best_ = false, early_stop_ = false;
   std::unique_ptr<Watchdog> watchdog_;
   std::optional<EvalResult> last_eval_;
 };

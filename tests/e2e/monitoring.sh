@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Monitoring and budgets: metrics.jsonl carries throughput, TFLOP/s, MFU, memory and the cost
+# projection; summary.json the totals with the cost arithmetic; a cost budget, a wall-time
+# budget and early stopping each end the run normally (exit 0) after writing a checkpoint.
+source "$(dirname "$0")/common.sh"
+py=/usr/bin/python3
+mlp=(train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" --data.train="$FASHION_DIR/train.h5"
+     --data.test="$FASHION_DIR/test.h5" --train.eval_max_samples=1000 --log.interval=5
+     --log.progress=lines --sched.warmup_steps=2 --cost.price_per_device_hour=3.0
+     --cost.spot_price_per_device_hour=1.0)
+
+trellis_run 2 "${mlp[@]}" --train.max_steps=20 --run.dir="$WORK/plain" > "$WORK/plain.log"
+$py - "$WORK/plain" <<'PY'
+import json, sys
+d = sys.argv[1]
+steps = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if '"loss"' in l]
+for key in ["tflops", "mfu", "host_rss_bytes", "projected_cost", "eta_s", "data_time_s",
+            "compute_time_s", "comm_time_s", "optimizer_time_s", "skipped_steps"]:
+    assert all(key in s for s in steps), key
+assert all(s["tflops"] > 0 and 0 < s["mfu"] < 1 for s in steps[1:]), steps[-1]
+s = json.load(open(f"{d}/summary.json"))
+assert s["finish"] == "completed"
+assert abs(s["device_hours"] - 2 * s["wall_time_s"] / 3600) < 1e-3 * s["device_hours"] + 1e-12
+assert abs(s["cost_on_demand"] - 3.0 * s["device_hours"]) <= 1e-9 + 1e-6 * s["cost_on_demand"]
+assert abs(s["cost_spot"] - 1.0 * s["device_hours"]) <= 1e-9 + 1e-6 * s["cost_spot"]
+assert s["flops_per_sample"] == 6 * (784 * 256 + 256 * 128 + 128 * 10), s["flops_per_sample"]
+assert abs(s["tflops"] - s["flops_per_sample"] * s["samples_per_sec"] * 1e-12) < 1e-9
+print(f"summary: {s['tflops']:.4g} TFLOP/s, MFU {100 * s['mfu']:.1f}%, "
+      f"{s['device_hours']:.3g} device-hours, cost {s['cost_on_demand']:.3g} / spot {s['cost_spot']:.3g}")
+PY
+
+finish_of() { $py -c "import json,sys; print(json.load(open(sys.argv[1]))['finish'])" "$1/summary.json"; }
+# A cost budget of 1e-4 (3.0 per device-hour, 2 devices: about 0.06 s of training).
+trellis_run 2 "${mlp[@]}" --train.max_steps=100000 --budget.max_cost=0.0001 --run.dir="$WORK/cost" > "$WORK/cost.log"
+[[ $(finish_of "$WORK/cost") == budget ]] || fail "cost budget: $(tail -3 "$WORK/cost.log")"
+[[ -f "$WORK/cost/checkpoints/latest" && -f "$WORK/cost/model.h5" ]] || fail "cost budget: no checkpoint or weights"
+# A wall-time budget of 2 s.
+trellis_run 2 "${mlp[@]}" --train.max_steps=100000 --budget.max_hours=0.00055 --run.dir="$WORK/hours" > "$WORK/hours.log"
+[[ $(finish_of "$WORK/hours") == budget ]] || fail "time budget: $(tail -3 "$WORK/hours.log")"
+[[ -f "$WORK/hours/checkpoints/latest" ]] || fail "time budget: no checkpoint"
+# Early stopping: an improvement of 10 nats is never reached, so it stops after patience + 1
+# evaluations, at step 3 x eval_interval.
+trellis_run 2 "${mlp[@]}" --train.max_steps=1000 --train.eval_interval=10 --early_stop.metric=test_loss \
+  --early_stop.patience=2 --early_stop.min_delta=10 --run.dir="$WORK/early" > "$WORK/early.log"
+[[ $(finish_of "$WORK/early") == "early stop" ]] || fail "early stop: $(tail -3 "$WORK/early.log")"
+grep -q '"steps": 30,' "$WORK/early/summary.json" || fail "early stop not at step 30: $(cat "$WORK/early/summary.json")"
+[[ "$(cat "$WORK/early/checkpoints/latest")" == step-0000030 ]] || fail "early stop: no checkpoint at step 30"
+echo "monitoring: ok"
