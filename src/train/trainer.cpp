@@ -439,33 +439,38 @@ void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, Ste
                                              grid_->layout().world_size(), peak_tflops_);
   const CostEstimate cost = run_cost();
   const double eta = step_time * static_cast<double>(total_steps() - global_step_);
-  metrics_->write(
-      JsonLine()
-          .add("step", global_step_)
-          .add("epoch", epoch + 1)
-          .add("loss", loss)
-          .add("train_accuracy", stats.correct / stats.targets)
-          .add("lr", static_cast<double>(lr))
-          .add("grad_norm", stats.grad_norm)
-          .add("samples_per_sec", samples_per_sec)
-          .add("tokens_per_sec",
-               samples_per_sec *
-                   static_cast<double>(model_->takes_tokens() ? model_->rows_per_sample() : 0))
-          .add("step_time_s", step_time)
-          .add("data_time_s", times.data / times.steps)
-          .add("compute_time_s", times.compute / times.steps)
-          .add("comm_time_s", times.comm / times.steps)
-          .add("pipeline_time_s", times.pipeline / times.steps)
-          .add("optimizer_time_s", times.optimizer / times.steps)
-          .add("checkpoint_time_s", times.checkpoint / times.steps)
-          .add("tflops", tflops)
-          .add("mfu", mfu)
-          .add("host_rss_bytes", resident_bytes())
-          .add("skipped_steps", skipped_steps_)
-          .add("cost_so_far", cost.on_demand)
-          .add("projected_cost", cost.projected_on_demand)
-          .add("projected_spot_cost", cost.projected_spot)
-          .add("eta_s", eta));
+  JsonLine line_json;
+  line_json.add("step", global_step_)
+      .add("epoch", epoch + 1)
+      .add("loss", loss)
+      .add("train_accuracy", stats.correct / stats.targets)
+      .add("lr", static_cast<double>(lr))
+      .add("grad_norm", stats.grad_norm)
+      .add("samples_per_sec", samples_per_sec)
+      .add("tokens_per_sec",
+           samples_per_sec *
+               static_cast<double>(model_->takes_tokens() ? model_->rows_per_sample() : 0))
+      .add("step_time_s", step_time)
+      .add("data_time_s", times.data / times.steps)
+      .add("compute_time_s", times.compute / times.steps)
+      .add("comm_time_s", times.comm / times.steps)
+      .add("pipeline_time_s", times.pipeline / times.steps)
+      .add("optimizer_time_s", times.optimizer / times.steps)
+      .add("checkpoint_time_s", times.checkpoint / times.steps)
+      .add("tflops", tflops)
+      .add("mfu", mfu)
+      .add("host_rss_bytes", resident_bytes())
+      .add("skipped_steps", skipped_steps_)
+      .add("cost_so_far", cost.on_demand)
+      .add("projected_cost", cost.projected_on_demand)
+      .add("projected_spot_cost", cost.projected_spot)
+      .add("eta_s", eta);
+#ifdef TRELLIS_ENABLE_CUDA
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess)
+    line_json.add("device_memory_used_bytes", static_cast<std::int64_t>(total_bytes - free_bytes));
+#endif
+  metrics_->write(line_json);
   std::string line = format("epoch %.0f step %6.0f/%.0f  loss %.4f  lr %.4g  %.0f samples/s",
                             static_cast<double>(epoch + 1), static_cast<double>(global_step_),
                             static_cast<double>(total_steps()), loss, lr, samples_per_sec) +
