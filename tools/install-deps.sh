@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Trellis needs to build, test and run its demo.
+# Installs the Debian 12 packages Trellis needs to build, test and run its demo, then a Python
+# virtual environment with tensorboard (for the event-file test) at ${TRELLIS_VENV:-/opt/trellis-venv}.
 # Idempotent: packages already installed are skipped, and apt is not touched when nothing is
-# missing. Clusters provide the same dependencies through modules or Spack instead; see README.
+# missing; the venv is left alone when it already imports tensorboard. Clusters provide the
+# same dependencies through modules or Spack instead; see README.
 set -euo pipefail
 
 packages=(
@@ -13,7 +15,7 @@ packages=(
   libopenblas-dev
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
   dataset-fashion-mnist
-  python3-numpy python3-h5py
+  python3-numpy python3-h5py python3-venv python3-matplotlib
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
@@ -28,19 +30,40 @@ for pkg in "${packages[@]}"; do
   [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
 done
 
+# Runs "$@" as root: directly, or through sudo; stops with the command to run otherwise.
+as_root() {
+  if [[ $(id -u) -eq 0 ]]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    echo "install-deps: need root to run: $*" >&2
+    exit 1
+  fi
+}
+
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  as_root apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-if [[ $(id -u) -eq 0 ]]; then
-  SUDO=()
-elif command -v sudo >/dev/null 2>&1; then
-  SUDO=(sudo)
+# tensorboard for tools/test_tensorboard_events.py. Debian's python3 is "externally managed"
+# (PEP 668), so pip goes into a venv; --system-site-packages keeps Debian's numpy and h5py.
+venv=${TRELLIS_VENV:-/opt/trellis-venv}
+if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "import tensorboard" >/dev/null 2>&1; then
+  echo "install-deps: $venv already has tensorboard"
 else
-  echo "install-deps: need root to run: apt-get install -y ${missing[*]}" >&2
-  exit 1
+  echo "install-deps: installing tensorboard into $venv"
+  in_venv_dir=()  # root is needed only where the venv's folder is not ours
+  if ! { [[ -w "$venv" ]] || { [[ ! -e "$venv" ]] && [[ -w "$(dirname "$venv")" ]]; }; }; then
+    in_venv_dir=(as_root)
+  fi
+  if [[ ! -x "$venv/bin/python" ]]; then
+    "${in_venv_dir[@]}" /usr/bin/python3 -m venv --system-site-packages "$venv"
+  fi
+  "${in_venv_dir[@]}" "$venv/bin/python" -m pip install -q tensorboard
+  "$venv/bin/python" -c "import tensorboard; print('install-deps: tensorboard', tensorboard.__version__)"
 fi
-"${SUDO[@]}" apt-get update -q
-DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

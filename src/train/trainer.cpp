@@ -218,6 +218,9 @@ void Trainer::setup(MPI_Comm world) {
   });
   metrics_ = std::make_unique<MetricsLog>(config_.run_dir + "/metrics.jsonl", writer,
                                           resumed ? global_step_ : -1);
+  tensorboard_ = std::make_unique<TensorBoardWriter>(config_.run_dir, writer);
+  tensorboard_->add_text("config", "```\n" + config_.raw.to_ini() + "```", global_step_);
+  tensorboard_->flush();
 
   log_.info("trellis " + std::string(TRELLIS_VERSION) + ": " +
             std::to_string(grid_->layout().world_size()) + " ranks on " +
@@ -471,6 +474,25 @@ void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, Ste
     line_json.add("device_memory_used_bytes", static_cast<std::int64_t>(total_bytes - free_bytes));
 #endif
   metrics_->write(line_json);
+  // The same numbers for TensorBoard (rank 0; a no-op elsewhere).
+  TensorBoardWriter& tb = *tensorboard_;
+  tb.add_scalar("train/loss", loss, global_step_);
+  tb.add_scalar("train/accuracy", stats.correct / stats.targets, global_step_);
+  tb.add_scalar("train/lr", static_cast<double>(lr), global_step_);
+  tb.add_scalar("train/grad_norm", stats.grad_norm, global_step_);
+  tb.add_scalar("perf/samples_per_sec", samples_per_sec, global_step_);
+  tb.add_scalar("perf/tflops", tflops, global_step_);
+  tb.add_scalar("perf/mfu", mfu, global_step_);
+  tb.add_scalar("time/step_s", step_time, global_step_);
+  tb.add_scalar("time/data_s", times.data / times.steps, global_step_);
+  tb.add_scalar("time/compute_s", times.compute / times.steps, global_step_);
+  tb.add_scalar("time/comm_s", times.comm / times.steps, global_step_);
+  tb.add_scalar("time/pipeline_s", times.pipeline / times.steps, global_step_);
+  tb.add_scalar("time/optimizer_s", times.optimizer / times.steps, global_step_);
+  tb.add_scalar("memory/host_rss_bytes", static_cast<double>(resident_bytes()), global_step_);
+  tb.add_scalar("cost/so_far", cost.on_demand, global_step_);
+  tb.add_scalar("cost/projected", cost.projected_on_demand, global_step_);
+  tb.flush();
   std::string line = format("epoch %.0f step %6.0f/%.0f  loss %.4f  lr %.4g  %.0f samples/s",
                             static_cast<double>(epoch + 1), static_cast<double>(global_step_),
                             static_cast<double>(total_steps()), loss, lr, samples_per_sec) +
@@ -514,6 +536,9 @@ EvalResult Trainer::evaluate_and_log(std::int64_t epoch) {
           .add("test_samples", result.samples)
           .add("test_bits_per_token", model_->takes_tokens() ? result.bits_per_target() : 0.0)
           .add("eval_time_s", seconds));
+  tensorboard_->add_scalar("eval/loss", result.loss, global_step_);
+  tensorboard_->add_scalar("eval/accuracy", result.accuracy, global_step_);
+  tensorboard_->flush();
   if (progress_bar_) progress_->clear();
   update_early_stop(result);
   if (model_->takes_tokens())

@@ -29,6 +29,35 @@ print(f"summary: {s['tflops']:.4g} TFLOP/s, MFU {100 * s['mfu']:.1f}%, "
       f"{s['device_hours']:.3g} device-hours, cost {s['cost_on_demand']:.3g} / spot {s['cost_spot']:.3g}")
 PY
 
+# TensorBoard: the event file in run.dir, read back with the real tensorboard package, holds
+# the same scalars as metrics.jsonl (float32) at the same steps, and the config as text.
+tb_python=${TRELLIS_PYTHON_TB:-/opt/trellis-venv/bin/python}
+[[ -x $tb_python ]] || fail "no $tb_python with tensorboard: run tools/install-deps.sh"
+"$tb_python" - "$WORK/plain" <<'PY'
+import glob, json, sys
+import numpy as np
+from tensorboard.backend.event_processing import event_accumulator
+d = sys.argv[1]
+files = glob.glob(f"{d}/events.out.tfevents.*")
+assert len(files) == 1, files
+acc = event_accumulator.EventAccumulator(d, size_guidance={k: 0 for k in event_accumulator.DEFAULT_SIZE_GUIDANCE})
+acc.Reload()
+lines = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+train = [l for l in lines if "loss" in l]
+evals = [l for l in lines if "test_loss" in l]
+for tag, key, rows in [("train/loss", "loss", train), ("train/lr", "lr", train),
+                       ("train/grad_norm", "grad_norm", train), ("perf/mfu", "mfu", train),
+                       ("eval/loss", "test_loss", evals), ("eval/accuracy", "test_accuracy", evals)]:
+    events = acc.Scalars(tag)
+    assert [e.step for e in events] == [r["step"] for r in rows], (tag, [e.step for e in events])
+    for e, r in zip(events, rows):
+        assert e.value == np.float32(r[key]), (tag, e.step, e.value, r[key])
+texts = acc.Tensors("config")
+assert texts and "[model]" in texts[0].tensor_proto.string_val[0].decode(), "no config text"
+print(f"tensorboard: {len(acc.Tags()['scalars'])} scalar tags match metrics.jsonl at "
+      f"{len(train)} training and {len(evals)} evaluation steps; config text present")
+PY
+
 finish_of() { $py -c "import json,sys; print(json.load(open(sys.argv[1]))['finish'])" "$1/summary.json"; }
 # A cost budget of 1e-4 (3.0 per device-hour, 2 devices: about 0.06 s of training).
 trellis_run 2 "${mlp[@]}" --train.max_steps=100000 --budget.max_cost=0.0001 --run.dir="$WORK/cost" > "$WORK/cost.log"

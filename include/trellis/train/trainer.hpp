@@ -30,6 +30,7 @@
 #include "trellis/train/monitor.hpp"
 #include "trellis/train/progress.hpp"
 #include "trellis/train/stop_control.hpp"
+#include "trellis/train/tensorboard.hpp"
 #include "trellis/train/train_config.hpp"
 #include "trellis/train/watchdog.hpp"
 
@@ -123,7 +124,8 @@ class Trainer {
   std::unique_ptr<GradientSync> sync_;  // dp reduction (overlapped), ZeRO-1
   std::unique_ptr<BatchBuffers> buffers_;
   std::unique_ptr<MetricsLog> metrics_;
-  std::int64_t global_step_ = 0;  // optimizer steps completed
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // events.out.tfevents.* in run.dir
+  std::int64_t global_step_ = 0;                    // optimizer steps completed
   std::int64_t parameter_count_ = 0;
   std::int64_t skipped_steps_ = 0, consecutive_skips_ = 0;
   std::unique_ptr<StopControl> stop_;
