@@ -203,6 +203,11 @@ void Trainer::setup(MPI_Comm world) {
   measure_model_and_peak();
   progress_bar_ = want_progress_bar(config_.monitor.progress.c_str(), grid_->rank());
   progress_ = std::make_unique<ProgressBar>(progress_bar_);
+  gpu_ = std::make_unique<GpuTelemetry>(node_.device);
+#ifdef TRELLIS_ENABLE_CUDA
+  if (!gpu_->available() && grid_->rank() == 0)
+    log_.warn("GPU telemetry unavailable: " + gpu_->unavailable_reason());
+#endif
   stop_ = std::make_unique<StopControl>(config_.train.time_limit_s, config_.ckpt.margin_s);
   watchdog_ = std::make_unique<Watchdog>(config_.fault.timeout_s, grid_->rank());
   // Before anything in run.dir is rewritten: a checkpoint that cannot be used stops the run
@@ -473,6 +478,13 @@ void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, Ste
   if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess)
     line_json.add("device_memory_used_bytes", static_cast<std::int64_t>(total_bytes - free_bytes));
 #endif
+  // NVML, CUDA builds: this rank's GPU (rank 0 writes the metrics).
+  const GpuSample gpu = gpu_->sample();
+  if (gpu.valid)
+    line_json.add("gpu_utilization_pct", gpu.utilization_pct)
+        .add("gpu_memory_used_bytes", gpu.memory_used_bytes)
+        .add("gpu_power_w", gpu.power_watts)
+        .add("gpu_temperature_c", gpu.temperature_c);
   metrics_->write(line_json);
   // The same numbers for TensorBoard (rank 0; a no-op elsewhere).
   TensorBoardWriter& tb = *tensorboard_;
@@ -492,6 +504,12 @@ void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, Ste
   tb.add_scalar("memory/host_rss_bytes", static_cast<double>(resident_bytes()), global_step_);
   tb.add_scalar("cost/so_far", cost.on_demand, global_step_);
   tb.add_scalar("cost/projected", cost.projected_on_demand, global_step_);
+  if (gpu.valid) {
+    tb.add_scalar("gpu/utilization_pct", gpu.utilization_pct, global_step_);
+    tb.add_scalar("gpu/memory_used_bytes", gpu.memory_used_bytes, global_step_);
+    tb.add_scalar("gpu/power_w", gpu.power_watts, global_step_);
+    tb.add_scalar("gpu/temperature_c", gpu.temperature_c, global_step_);
+  }
   tb.flush();
   std::string line = format("epoch %.0f step %6.0f/%.0f  loss %.4f  lr %.4g  %.0f samples/s",
                             static_cast<double>(epoch + 1), static_cast<double>(global_step_),
@@ -695,7 +713,10 @@ void Trainer::write_results(double seconds, double throughput, const StepTimes& 
   const int devices = grid_->layout().world_size();
   const double tflops = model_flops_ * throughput * 1e-12;
   const double mfu = model_flops_utilisation(model_flops_, throughput, devices, peak_tflops_);
-  const CostEstimate cost = run_cost();
+  // The run's wall time as reported (not a later clock reading), so the figures agree.
+  const CostEstimate cost = estimate_cost(seconds, 1, 1, devices,
+                                          config_.monitor.price_per_device_hour,
+                                          config_.monitor.spot_price_per_device_hour);
   const double steps = static_cast<double>(std::max<std::int64_t>(totals.steps, 1));
   run_agreed(grid_->world().get(), log_, [&] {
     if (grid_->rank() != 0) return;

@@ -26,6 +26,7 @@
 #include "trellis/train/checkpoint_file.hpp"
 #include "trellis/train/data_source.hpp"
 #include "trellis/train/evaluate.hpp"
+#include "trellis/train/gpu_telemetry.hpp"
 #include "trellis/train/metrics_log.hpp"
 #include "trellis/train/monitor.hpp"
 #include "trellis/train/progress.hpp"
@@ -130,6 +131,7 @@ class Trainer {
   std::int64_t skipped_steps_ = 0, consecutive_skips_ = 0;
   std::unique_ptr<StopControl> stop_;
   std::unique_ptr<ProgressBar> progress_;
+  std::unique_ptr<GpuTelemetry> gpu_;  // NVML (CUDA builds); invalid samples elsewhere
   bool progress_bar_ = false;
   Stopwatch run_watch_;
   std::int64_t first_step_ = 0;  // where this run started (a resumed run: its checkpoint)
