@@ -68,6 +68,9 @@ const std::vector<ConfigKey>& config_schema() {
        "test (or validation) set: an HDF5 file or a glob of shard files (optional)"},
       {"data.shuffle", "true", "reshuffle the training set every epoch"},
       {"data.remainder", "partial", "last incomplete global batch: partial (use it) | drop"},
+      {"data.stage", "",
+       "node-local directory (e.g. $TMPDIR or an NVMe mount) to copy the data files into, once "
+       "per node, before training; empty: read in place"},
       {"data.cache", "none",
        "none: read every batch from HDF5 | memory: load the whole dataset "
        "into each rank's memory once (small datasets)"},

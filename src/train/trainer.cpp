@@ -3,6 +3,7 @@
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/timer.hpp"
+#include "trellis/data/staging.hpp"
 #include "trellis/optim/clip.hpp"
 #include "trellis/parallel/grad_norm.hpp"
 #include "trellis/parallel/gradient_sync.hpp"
@@ -128,6 +129,16 @@ void Trainer::setup(MPI_Comm world) {
   const MpiComm& dp = grid_->dp();
   const int dp_size = dp.size();
 
+  // Input on node-local storage first, if asked: then every later read is local.
+  if (!config_.raw.get("data.stage").empty())
+    run_agreed(grid_->world().get(), log_, [&] {
+      const std::string dir = config_.raw.get("data.stage");
+      config_.data.train = stage_to_node_local(config_.data.train, dir, grid_->world().get());
+      if (!config_.data.test.empty())
+        config_.data.test = stage_to_node_local(config_.data.test, dir, grid_->world().get());
+      log_.info("data staged into " + expand_tmpdir(dir) + ": train " + config_.data.train +
+                (config_.data.test.empty() ? "" : ", test " + config_.data.test));
+    });
   // Files next: every rank opens every shard (collective), so all agree on success.
   run_agreed(grid_->world().get(), log_, [&] { train_data_ = open_train_source(config_, dp); });
   const DataShape shape = train_data_->shape();
@@ -714,9 +725,9 @@ void Trainer::write_results(double seconds, double throughput, const StepTimes& 
   const double tflops = model_flops_ * throughput * 1e-12;
   const double mfu = model_flops_utilisation(model_flops_, throughput, devices, peak_tflops_);
   // The run's wall time as reported (not a later clock reading), so the figures agree.
-  const CostEstimate cost = estimate_cost(seconds, 1, 1, devices,
-                                          config_.monitor.price_per_device_hour,
-                                          config_.monitor.spot_price_per_device_hour);
+  const CostEstimate cost =
+      estimate_cost(seconds, 1, 1, devices, config_.monitor.price_per_device_hour,
+                    config_.monitor.spot_price_per_device_hour);
   const double steps = static_cast<double>(std::max<std::int64_t>(totals.steps, 1));
   run_agreed(grid_->world().get(), log_, [&] {
     if (grid_->rank() != 0) return;

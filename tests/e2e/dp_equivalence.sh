@@ -37,6 +37,14 @@ trellis_run 1 "${common[@]}" --train.micro_batch=16 --data.train="$WORK/shards/t
 trellis_run 2 "${common[@]}" --data.train="$WORK/shards/train-*.h5" --run.dir="$WORK/np2-shards" > "$WORK/np2-shards.log"
 /usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 50 "$WORK/np1" "$WORK/np1-shards"
 /usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 50 "$WORK/np1" "$WORK/np2-shards"
+# Node-local staging (data.stage): the shards are copied once per node (here into $TMPDIR)
+# and read from there; the same losses bit for bit.
+mkdir -p "$WORK/tmp"
+TMPDIR="$WORK/tmp" trellis_run 2 "${common[@]}" --data.train="$WORK/shards/train-*.h5" \
+  --data.stage='$TMPDIR/stage' --run.dir="$WORK/np2-staged" > "$WORK/np2-staged.log"
+[[ $(ls "$WORK/tmp/stage"/train-*.h5 | wc -l) -eq 3 ]] || fail "data.stage did not copy the 3 shards"
+grep -q "data staged into $WORK/tmp/stage" "$WORK/np2-staged.log" || fail "no staging message"
+/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 50 "$WORK/np2-shards" "$WORK/np2-staged"
 
 # Serving batches from the in-memory cache changes nothing but speed: bitwise-identical losses.
 trellis_run 2 "${common[@]}" --data.cache=memory --run.dir="$WORK/np2-cached" > "$WORK/np2-cached.log"

@@ -1,0 +1,23 @@
+// Node-local staging of the input (data.stage): before training, one rank per node copies
+// the dataset files (a file, or every shard a glob names) into a node-local directory (the
+// job's $TMPDIR or an NVMe mount), and every rank then reads from there instead of the shared
+// file system. Files already there with the same size are not copied again (a requeued job
+// on the same node, or several runs of a sweep).
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+namespace trellis {
+
+// Collective over world. Returns the spec to open instead: <dir>/<file name> for a single
+// file, <dir>/<the glob's last path component> for a glob (it matches exactly the staged
+// shards). dir may start with $TMPDIR (${TMPDIR}), which is expanded (/tmp when unset).
+// Failures on any rank (no space, unreadable source) throw on every rank, naming the file.
+std::string stage_to_node_local(const std::string& spec, const std::string& dir, MPI_Comm world);
+
+// "$TMPDIR/x" -> "<TMPDIR or /tmp>/x"; other paths unchanged.
+std::string expand_tmpdir(const std::string& dir);
+
+}  // namespace trellis

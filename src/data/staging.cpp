@@ -1,0 +1,59 @@
+#include "trellis/data/staging.hpp"
+
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/comm/mpi_comm.hpp"
+#include "trellis/core/error.hpp"
+#include "trellis/data/shard_paths.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+namespace trellis {
+
+namespace fs = std::filesystem;
+
+std::string expand_tmpdir(const std::string& dir) {
+  for (const std::string prefix : {"${TMPDIR}", "$TMPDIR"}) {
+    if (dir.rfind(prefix, 0) != 0) continue;
+    const char* tmp = std::getenv("TMPDIR");
+    return std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + dir.substr(prefix.size());
+  }
+  return dir;
+}
+
+std::string stage_to_node_local(const std::string& spec, const std::string& dir, MPI_Comm world) {
+  const std::string target = expand_tmpdir(dir);
+  const std::vector<std::string> files = resolve_data_files({spec}, world);
+  MPI_Comm node_comm = MPI_COMM_NULL;
+  TRELLIS_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm));
+  const MpiComm node = MpiComm::adopt(node_comm);
+  std::string problem;
+  if (node.rank() == 0) {
+    try {
+      fs::create_directories(target);
+      for (const std::string& file : files) {
+        const fs::path to = fs::path(target) / fs::path(file).filename();
+        std::error_code ec;
+        if (fs::exists(to, ec) && fs::file_size(to, ec) == fs::file_size(file)) continue;
+        // Copy under a temporary name, then rename: a half-copied file never looks staged.
+        const fs::path partial = to.string() + ".partial";
+        fs::copy_file(file, partial, fs::copy_options::overwrite_existing);
+        fs::rename(partial, to);
+      }
+    } catch (const std::exception& e) {
+      problem =
+          "data.stage = " + dir + ": cannot stage " + spec + " into " + target + ": " + e.what();
+    }
+  }
+  // Everyone waits for the copies, and stops together if one node failed.
+  int failed = problem.empty() ? 0 : 1;
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, world));
+  if (failed) {
+    if (!problem.empty()) throw InputError(problem);
+    throw InputError("data.stage = " + dir + ": staging " + spec + " failed on another node");
+  }
+  return (fs::path(target) / fs::path(spec).filename()).string();
+}
+
+}  // namespace trellis
