@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Step time of the GPT (inputs/gpt_char.ini, 4 layers) on every 2- and 4-rank layout of the
-# process grid, split into compute (forward + backward), exposed communication (the gradient
-# reduction backward did not hide, ZeRO-1's all-gather, loss/statistics reductions), pipeline
+# process grid, split into compute (forward + backward), tp comm (the tensor-parallel
+# all-reduces inside the layers), dp comm (the exposed part of the gradient reduction: what
+# backward did not hide, ZeRO-1's all-gather, loss/statistics reductions), pipeline
 # (waiting for and moving activations between stages: the bubble plus point-to-point) and the
 # rest (data, optimizer). Layouts are interleaved and repeated; per layout it prints the median
 # over repeats of each run's median step, with the spread of step time.

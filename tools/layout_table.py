@@ -12,8 +12,9 @@ import json
 import os
 import statistics
 
-FIELDS = [("step_time_s", "step"), ("compute_time_s", "compute"), ("comm_time_s", "exposed comm"),
-          ("pipeline_time_s", "pipeline"), ("optimizer_time_s", "optimizer"), ("data_time_s", "data")]
+FIELDS = [("step_time_s", "step"), ("compute_time_s", "compute"), ("tp_comm_time_s", "tp comm"),
+          ("comm_time_s", "dp comm"), ("pipeline_time_s", "pipeline"),
+          ("optimizer_time_s", "optimizer"), ("data_time_s", "data")]
 
 
 def run_medians(run_dir, skip):

@@ -3,6 +3,7 @@
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/kokkos_types.hpp"
+#include "trellis/core/timer.hpp"
 
 #include <climits>
 
@@ -34,6 +35,19 @@ MPI_Op mpi_op(ReduceOp op) {
 // Kernels run asynchronously on device backends: finish them before MPI touches a buffer.
 void fence_producers() { Kokkos::fence(); }
 
+// Adds the lifetime of the scope to a communicator's blocked time.
+class BlockedScope {
+ public:
+  explicit BlockedScope(double& total) : total_(total) {}
+  ~BlockedScope() { total_ += watch_.seconds(); }
+  BlockedScope(const BlockedScope&) = delete;
+  BlockedScope& operator=(const BlockedScope&) = delete;
+
+ private:
+  double& total_;
+  Stopwatch watch_;
+};
+
 CommRequest pending(MPI_Request request) {
   CommRequest r;
   r.mpi = request;
@@ -49,6 +63,7 @@ MpiCommunicator::MpiCommunicator(const MpiComm& comm) : comm_(comm) {
 
 void MpiCommunicator::all_reduce(float* data, std::size_t count, ReduceOp op) {
   if (size() == 1 || count == 0) return;
+  const BlockedScope blocked(blocked_seconds_);
   fence_producers();
   TRELLIS_MPI(
       MPI_Allreduce(MPI_IN_PLACE, data, checked_count(count), MPI_FLOAT, mpi_op(op), comm_.get()));
@@ -103,11 +118,13 @@ CommRequest MpiCommunicator::start_all_gather(const float* send, float* recv,
 
 void MpiCommunicator::broadcast(float* data, std::size_t count, int root) {
   if (size() == 1 || count == 0) return;
+  const BlockedScope blocked(blocked_seconds_);
   fence_producers();
   TRELLIS_MPI(MPI_Bcast(data, checked_count(count), MPI_FLOAT, root, comm_.get()));
 }
 
 void MpiCommunicator::send(const float* data, std::size_t count, int peer) {
+  const BlockedScope blocked(blocked_seconds_);
   fence_producers();
   if (!in_group_) {
     TRELLIS_MPI(MPI_Send(data, checked_count(count), MPI_FLOAT, peer, kP2pTag, comm_.get()));
@@ -120,6 +137,7 @@ void MpiCommunicator::send(const float* data, std::size_t count, int peer) {
 }
 
 void MpiCommunicator::recv(float* data, std::size_t count, int peer) {
+  const BlockedScope blocked(blocked_seconds_);
   fence_producers();  // kernels still reading the buffer must finish before it is overwritten
   if (!in_group_) {
     TRELLIS_MPI(MPI_Recv(data, checked_count(count), MPI_FLOAT, peer, kP2pTag, comm_.get(),
@@ -140,6 +158,7 @@ void MpiCommunicator::group_start() {
 void MpiCommunicator::group_end() {
   TRELLIS_REQUIRE(in_group_, "group_end() without group_start()");
   in_group_ = false;
+  const BlockedScope blocked(blocked_seconds_);
   const int count = static_cast<int>(group_requests_.size());
   if (count > 0) TRELLIS_MPI(MPI_Waitall(count, group_requests_.data(), MPI_STATUSES_IGNORE));
   group_requests_.clear();  // keeps the capacity: no allocation in the next group
@@ -147,6 +166,7 @@ void MpiCommunicator::group_end() {
 
 void MpiCommunicator::wait(CommRequest& request) {
   if (!request.pending) return;
+  const BlockedScope blocked(blocked_seconds_);
   TRELLIS_MPI(MPI_Wait(&request.mpi, MPI_STATUS_IGNORE));
   request.pending = false;
 }

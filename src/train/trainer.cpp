@@ -351,11 +351,15 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
   const StepBatches batches(*buffers_, part, config_.train.micro_batch, config_.train.seed,
                             global_step_, model_->takes_tokens());
   StageTimes stage_times;
+  const double tp_blocked_before = grid_->communicator(Axis::tp).blocked_seconds();
   const StageSums stage_sums = engine_->train(
       batches, static_cast<int>(config_.accumulation_steps(dp.size())), scale, *sync_, stage_times);
   sums[0] = stage_sums.loss_sum;  // from the last stage; 0 on the others
   sums[1] = stage_sums.correct;
-  times.compute += stage_times.compute;
+  // The tp all-reduces run inside the layers, so inside the engine's compute time: move them.
+  const double tp_comm = grid_->communicator(Axis::tp).blocked_seconds() - tp_blocked_before;
+  times.compute += stage_times.compute - tp_comm;
+  times.tp_comm += tp_comm;
   times.pipeline += stage_times.p2p;
 
   // Exposed communication: what the overlap with backward did not hide.
@@ -473,6 +477,7 @@ void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, Ste
       .add("data_time_s", times.data / times.steps)
       .add("compute_time_s", times.compute / times.steps)
       .add("comm_time_s", times.comm / times.steps)
+      .add("tp_comm_time_s", times.tp_comm / times.steps)
       .add("pipeline_time_s", times.pipeline / times.steps)
       .add("optimizer_time_s", times.optimizer / times.steps)
       .add("checkpoint_time_s", times.checkpoint / times.steps)
@@ -510,6 +515,7 @@ void Trainer::log_step(std::int64_t epoch, const StepStats& stats, float lr, Ste
   tb.add_scalar("time/data_s", times.data / times.steps, global_step_);
   tb.add_scalar("time/compute_s", times.compute / times.steps, global_step_);
   tb.add_scalar("time/comm_s", times.comm / times.steps, global_step_);
+  tb.add_scalar("time/tp_comm_s", times.tp_comm / times.steps, global_step_);
   tb.add_scalar("time/pipeline_s", times.pipeline / times.steps, global_step_);
   tb.add_scalar("time/optimizer_s", times.optimizer / times.steps, global_step_);
   tb.add_scalar("memory/host_rss_bytes", static_cast<double>(resident_bytes()), global_step_);
@@ -755,6 +761,7 @@ void Trainer::write_results(double seconds, double throughput, const StepTimes& 
         .add("data_time_s", totals.data / steps)
         .add("compute_time_s", totals.compute / steps)
         .add("comm_time_s", totals.comm / steps)
+        .add("tp_comm_time_s", totals.tp_comm / steps)
         .add("pipeline_time_s", totals.pipeline / steps)
         .add("optimizer_time_s", totals.optimizer / steps)
         .add("checkpoint_time_s", totals.checkpoint / steps)
@@ -779,7 +786,8 @@ void Trainer::write_results(double seconds, double throughput, const StepTimes& 
                    1e3 * totals.data / steps, 1e3 * totals.compute / steps,
                    1e3 * totals.comm / steps, 1e3 * totals.pipeline / steps,
                    1e3 * totals.optimizer / steps) +
-            format(" (+ %.1f ms of checkpoints)", 1e3 * totals.checkpoint / steps));
+            format(", tp collectives %.1f ms (+ %.1f ms of checkpoints)",
+                   1e3 * totals.tp_comm / steps, 1e3 * totals.checkpoint / steps));
   log_.info(
       format("cost: %.4g device-hours = %.4g on demand, %.4g spot (cost.* prices per "
              "device-hour %.4g / %.4g)",

@@ -82,8 +82,14 @@ class Communicator {
   // Whether the request has completed; drives progress of MPI's non-blocking collectives.
   virtual bool test(CommRequest& request) = 0;
 
+  // Host seconds spent so far inside blocking calls, group_end() and wait(): the time
+  // communication held the caller up (the trainer reports the tp group's share per step).
+  // On NCCL, whose calls return at once, this is only the host-side part.
+  double blocked_seconds() const { return blocked_seconds_; }
+
  protected:
   Communicator() = default;
+  double blocked_seconds_ = 0;
 };
 
 // A communicator over the ranks of `comm` (which must outlive it). Collective over `comm`.

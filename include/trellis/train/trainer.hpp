@@ -48,11 +48,12 @@ struct StepTimes {
   double data = 0, compute = 0, comm = 0, optimizer = 0, total = 0;
   double pipeline = 0;    // waiting for and moving activations between stages (bubble + p2p)
   double checkpoint = 0;  // writing checkpoints
+  double tp_comm = 0;     // tensor-parallel collectives inside forward/backward (not in compute)
   std::int64_t steps = 0, samples = 0;
 
   StepTimes& operator+=(const StepTimes& o) {
     data += o.data, compute += o.compute, comm += o.comm, optimizer += o.optimizer;
-    total += o.total, pipeline += o.pipeline, checkpoint += o.checkpoint;
+    total += o.total, pipeline += o.pipeline, checkpoint += o.checkpoint, tp_comm += o.tp_comm;
     steps += o.steps, samples += o.samples;
     return *this;
   }
