@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
-#include <sstream>
 
 namespace trellis {
 
@@ -44,50 +43,6 @@ void check_compatible(const std::string& dir, const RawConfig& stored, const Raw
                        stored.get(name) + " there, " + current.get(name) +
                        " here (start a new run.dir, or set ckpt.resume = none)");
   }
-}
-
-// A file holds every tensor, but a pipeline stage only its own: each rank lists every stage's
-// tensors (names and shapes exchanged over pp, stage order, first occurrence of a name wins)
-// and takes part in the collective HDF5 calls for the others with an empty selection.
-std::vector<TensorPiece> with_other_stages(std::vector<TensorPiece> mine, const MpiComm& pp) {
-  if (pp.size() == 1) return mine;
-  std::string text;  // "name\n<rank> <dims...>\n" per tensor
-  for (const TensorPiece& p : mine) {
-    text += p.name + "\n" + std::to_string(p.logical_shape.size());
-    for (std::int64_t d : p.logical_shape) text += " " + std::to_string(d);
-    text += "\n";
-  }
-  int length = static_cast<int>(text.size());
-  std::vector<int> lengths(static_cast<std::size_t>(pp.size()));
-  TRELLIS_MPI(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, pp.get()));
-  std::vector<int> offsets(lengths.size(), 0);
-  for (std::size_t r = 1; r < lengths.size(); ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
-  std::string all(static_cast<std::size_t>(offsets.back() + lengths.back()), '\0');
-  TRELLIS_MPI(MPI_Allgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(),
-                             offsets.data(), MPI_CHAR, pp.get()));
-  std::vector<TensorPiece> merged;
-  std::istringstream in(all);
-  for (std::string name, dims; std::getline(in, name) && std::getline(in, dims);) {
-    if (std::any_of(merged.begin(), merged.end(),
-                    [&](const TensorPiece& p) { return p.name == name; }))
-      continue;
-    const auto own = std::find_if(mine.begin(), mine.end(),
-                                  [&](const TensorPiece& p) { return p.name == name; });
-    if (own != mine.end()) {
-      merged.push_back(*own);
-      continue;
-    }
-    TensorPiece other;
-    other.name = name;
-    std::istringstream shape(dims);
-    std::size_t rank = 0;
-    shape >> rank;
-    other.logical_shape.resize(rank);
-    for (auto& d : other.logical_shape) shape >> d;
-    other.held = false;  // another stage's
-    merged.push_back(std::move(other));
-  }
-  return merged;
 }
 
 }  // namespace
@@ -134,7 +89,9 @@ std::vector<TensorPiece> Trainer::checkpoint_pieces(std::vector<FloatView>& full
     piece.local = FloatView(buffer.data.data(), buffer.data.extent(0));
     pieces.push_back(std::move(piece));
   }
-  return with_other_stages(std::move(pieces), grid_->pp());
+  // Pipeline stages pass different lists: write_checkpoint/read_checkpoint take the union and
+  // let each rank join the collective calls for the other stages' tensors with no data.
+  return pieces;
 }
 
 void Trainer::save_checkpoint() {
