@@ -13,6 +13,7 @@
 #include "trellis/core/log.hpp"
 #include "trellis/train/agreement.hpp"
 #include "trellis/train/build_info.hpp"
+#include "trellis/train/error_policy.hpp"
 #include "trellis/train/evaluate.hpp"
 #include "trellis/train/generate.hpp"
 #include "trellis/train/train_config.hpp"
@@ -187,26 +188,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: MPI_Init_thread failed\n");
     return 1;
   }
-  int rank = 0, size = 1;
+  int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
   const trellis::Logger log(rank);
   int code = 0;
   try {
-    code = run(argc, argv, rank);
-  } catch (const trellis::AgreedFailure& e) {
-    // Every rank agreed to stop; the failing ranks printed their own messages.
-    code = static_cast<int>(e.code());
-  } catch (const trellis::Error& e) {
-    log.error(e.what());
-    code = static_cast<int>(e.code());
-    // An error that only this rank may have seen: end the whole job now rather than leave
-    // the other ranks waiting in a collective.
-    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
-  } catch (const std::exception& e) {
-    log.error(std::string("unexpected exception: ") + e.what());
-    code = 1;
-    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    code = trellis::run_or_abort(MPI_COMM_WORLD, log, [&] { return run(argc, argv, rank); });
+  } catch (...) {
+    code = trellis::exit_code_for(std::current_exception(), log);
   }
   MPI_Finalize();
   return code;

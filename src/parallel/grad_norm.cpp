@@ -1,17 +1,20 @@
 #include "trellis/parallel/grad_norm.hpp"
 
+#include "trellis/parallel/tensor_ownership.hpp"
+
 #include <algorithm>
 #include <vector>
 
 namespace trellis {
 
-FloatView norm_mask(const nn::ParameterStore& store, int tp_rank,
-                    const std::vector<std::string>& copies) {
+FloatView norm_mask(const nn::ParameterStore& store, const GridCoords& at,
+                    const std::vector<std::string>& stage_copies) {
   std::vector<float> host(store.buffer_size(), 0.0f);
   for (std::size_t i = 0; i < store.size(); ++i) {
     const nn::ParamInfo& info = store.info(i);
-    const bool copy = std::find(copies.begin(), copies.end(), info.name) != copies.end();
-    if (!copy && (info.shard.sharded() || tp_rank == 0))
+    const bool copy =
+        std::find(stage_copies.begin(), stage_copies.end(), info.name) != stage_copies.end();
+    if (owns_piece(info.shard.sharded(), copy, DpCopies::distinct, at))
       std::fill(host.begin() + static_cast<std::ptrdiff_t>(info.offset),
                 host.begin() + static_cast<std::ptrdiff_t>(info.offset + info.numel), 1.0f);
   }

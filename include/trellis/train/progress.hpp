@@ -15,6 +15,7 @@ class ProgressBar {
               double samples_per_sec, double eta_s);
   // Erases the line, so that a log message starts on a clean line.
   void clear();
+  bool enabled() const { return enabled_; }
 
  private:
   bool enabled_;

@@ -1,0 +1,42 @@
+// What one optimizer step produced, as the step runner reports it: the one record every
+// metrics sink, the progress bar and the stop policy read.
+#pragma once
+
+#include <cstdint>
+
+namespace trellis {
+
+// Seconds spent in each phase (of one step, or summed over several).
+struct StepTimes {
+  double data = 0;        // reading and uploading this rank's part of the batch
+  double compute = 0;     // forward + backward, without the tp collectives
+  double tp_comm = 0;     // tensor-parallel collectives inside forward/backward
+  double pipeline = 0;    // waiting for and moving activations between stages (bubble + p2p)
+  double comm = 0;        // exposed data-parallel communication (what overlap did not hide)
+  double optimizer = 0;   // norm, clipping, update
+  double checkpoint = 0;  // writing checkpoints
+  double total = 0;       // wall time of the step(s), checkpoints excluded
+
+  StepTimes& operator+=(const StepTimes& o) {
+    data += o.data, compute += o.compute, tp_comm += o.tp_comm, pipeline += o.pipeline;
+    comm += o.comm, optimizer += o.optimizer, checkpoint += o.checkpoint, total += o.total;
+    return *this;
+  }
+};
+
+struct StepRecord {
+  std::int64_t step = 0;   // optimizer steps completed, this one included (1-based)
+  std::int64_t epoch = 0;  // 0-based
+  float lr = 0;            // the learning rate this step used
+  double loss_sum = 0;     // over the global batch (reduced over every rank)
+  double correct = 0;      // correct predictions over the global batch
+  double targets = 0;      // loss terms of the global batch (samples x rows per sample)
+  double samples = 0;      // samples of the global batch
+  double grad_norm = 0;    // global norm before clipping
+  bool skipped = false;    // non-finite loss or gradients: parameters unchanged
+  StepTimes times;
+
+  double loss() const { return targets > 0 ? loss_sum / targets : 0.0; }
+};
+
+}  // namespace trellis

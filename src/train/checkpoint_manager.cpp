@@ -1,0 +1,209 @@
+#include "trellis/train/checkpoint_manager.hpp"
+
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/error.hpp"
+#include "trellis/core/timer.hpp"
+#include "trellis/parallel/logical_tensors.hpp"
+#include "trellis/parallel/tensor_ownership.hpp"
+#include "trellis/train/agreement.hpp"
+#include "trellis/train/build_info.hpp"
+#include "trellis/train/weights_file.hpp"
+
+#include <cstdio>
+
+namespace trellis {
+
+namespace {
+
+// Configuration keys a checkpoint must agree on: they decide the model's tensors and what a
+// step means (the data order and the dropout masks are keyed by seed and step).
+bool must_match(const std::string& key) {
+  return key.rfind("model.", 0) == 0 || key == "train.global_batch" || key == "train.seed" ||
+         key == "optim.type";
+}
+
+void check_compatible(const std::string& dir, const RawConfig& stored, const RawConfig& current) {
+  for (const auto& key : config_schema()) {
+    const std::string name = key.name;
+    if (!must_match(name)) continue;
+    if (stored.get(name) != current.get(name))
+      throw InputError(dir + ": checkpoint of another model or run: " + name + " = " +
+                       stored.get(name) + " there, " + current.get(name) +
+                       " here (start a new run.dir, or set ckpt.resume = none)");
+  }
+}
+
+}  // namespace
+
+CheckpointManager::CheckpointManager(const TrainConfig& config, const ProcessGrid& grid,
+                                     TrainingModel& model, const FaultInjector& faults,
+                                     const Logger& log)
+    : config_(config), grid_(grid), model_(model), faults_(faults), log_(log) {}
+
+std::vector<TensorPiece> CheckpointManager::pieces(std::vector<FloatView>& full_state,
+                                                   bool with_optimizer) const {
+  const GridCoords& at = grid_.coords();
+  const nn::ParameterStore& store = model_.store();
+  std::vector<TensorPiece> pieces;
+  auto add = [&](const std::string& name, const nn::ParamInfo& info, FloatView local) {
+    TensorPiece piece;
+    piece.name = name;
+    piece.logical_shape = info.logical_shape;
+    piece.shard = info.shard;
+    piece.writer =
+        owns_piece(info.shard.sharded(), model_.is_stage_copy(info.name), DpCopies::identical, at);
+    piece.local = local;
+    pieces.push_back(std::move(piece));
+  };
+  for (std::size_t i = 0; i < store.size(); ++i)
+    add("params/" + store.info(i).name, store.info(i), store.param(i));
+  if (with_optimizer) {
+    // Optimizer state: the whole flat buffers ([buffer_size]), windows per parameter.
+    const NamedState state = model_.optimizer().state();
+    const GradientSync& sync = model_.sync();
+    full_state.clear();
+    for (const auto& [state_name, view] : state) {
+      FloatView full = view;
+      if (sync.sharded()) {
+        full = FloatView("trellis::ckpt::" + state_name, store.buffer_size());
+        model_.sync().gather_full(view, full);
+      }
+      full_state.push_back(full);
+      for (std::size_t i = 0; i < store.size(); ++i) {
+        const nn::ParamInfo& info = store.info(i);
+        add("optim/" + state_name + "/" + info.name, info,
+            slice(full, info.offset, info.offset + info.numel));
+      }
+    }
+  }
+  // Model buffers (BatchNorm running statistics) are equal on every rank that holds them.
+  for (const nn::NamedBuffer& buffer : model_.model().buffers()) {
+    TensorPiece piece;
+    piece.name = "buffers/" + buffer.name;
+    piece.logical_shape = {static_cast<std::int64_t>(buffer.data.extent(0))};
+    piece.writer = owns_piece(false, false, DpCopies::identical, at);
+    piece.local = FloatView(buffer.data.data(), buffer.data.extent(0));
+    pieces.push_back(std::move(piece));
+  }
+  // Pipeline stages pass different lists: write_checkpoint/read_checkpoint take the union and
+  // let each rank join the collective calls for the other stages' tensors with no data.
+  return pieces;
+}
+
+std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_steps) {
+  faults_.in_checkpoint(step);
+  std::vector<FloatView> full_state;
+  const std::vector<TensorPiece> all = pieces(full_state, true);
+  CheckpointInfo info;
+  info.step = step;
+  info.config_ini = config_.raw.to_ini();
+  info.build_info = build_summary();
+  info.counters["global_batch"] = config_.train.global_batch;
+  info.counters["optimizer_steps"] = model_.optimizer().step_count();
+  info.counters["skipped_steps"] = skipped_steps;
+  return write_checkpoint(config_.ckpt.dir, all, info, static_cast<int>(config_.ckpt.keep),
+                          grid_.world().get());
+}
+
+void CheckpointManager::load(const std::string& dir) {
+  const MPI_Comm world = grid_.world().get();
+  verify_checkpoint(dir, world);
+  std::vector<FloatView> full_state;
+  const std::vector<TensorPiece> all = pieces(full_state, true);
+  read_checkpoint(dir, all, world);
+  // ZeRO-1: the optimizer's shards from the whole buffers just read, and the master copy of
+  // this rank's parameters.
+  GradientSync& sync = model_.sync();
+  if (sync.sharded()) {
+    const NamedState state = model_.optimizer().state();
+    for (std::size_t k = 0; k < state.size(); ++k)
+      Kokkos::deep_copy(state[k].second, sync.gather_shard(full_state[k]));
+  }
+  sync.load_shard_from_params();
+}
+
+std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
+  const std::string& mode = config_.ckpt.resume;
+  if (mode == "none") return std::nullopt;
+  const bool automatic = mode == "auto";
+  const std::vector<std::string> candidates =
+      automatic ? list_checkpoints(config_.ckpt.dir) : std::vector<std::string>{mode};
+  if (candidates.empty()) {
+    log_.info("resume: no checkpoint in " + config_.ckpt.dir + ", starting from step 0");
+    return std::nullopt;
+  }
+  const MPI_Comm world = grid_.world().get();
+  for (const std::string& dir : candidates) {
+    // An unreadable file is a reason to fall back (auto); agreed over the world first.
+    CheckpointInfo info;
+    std::string problem;
+    try {
+      info = read_checkpoint_info(dir);
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+    int unreadable = problem.empty() ? 0 : 1;
+    TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &unreadable, 1, MPI_INT, MPI_MAX, world));
+    if (unreadable) {
+      if (!automatic)
+        run_agreed(world, log_, [&] {
+          if (!problem.empty()) throw InputError(problem);
+        });
+      if (grid_.rank() == 0)
+        log_.warn("resume: " + dir + " is unusable (" +
+                  (problem.empty() ? "unreadable on another rank" : problem) +
+                  "); trying an older one");
+      continue;
+    }
+    // Another model's checkpoint is an error, never a fallback.
+    run_agreed(world, log_, [&] {
+      check_compatible(dir,
+                       RawConfig::parse_text(info.config_ini, "the config stored in " + dir, {}),
+                       config_.raw);
+    });
+    try {
+      Stopwatch watch;
+      load(dir);
+      model_.optimizer().set_step_count(info.counters.at("optimizer_steps"));
+      ResumePoint point;
+      point.dir = dir;
+      point.step = info.step;
+      point.skipped_steps =
+          info.counters.count("skipped_steps") ? info.counters.at("skipped_steps") : 0;
+      char line[96];
+      std::snprintf(line, sizeof(line), " (step %lld, verified and loaded in %.2f s)",
+                    static_cast<long long>(point.step), watch.seconds());
+      log_.info("resume: " + dir + line);
+      return point;
+    } catch (const InputError& e) {
+      if (!automatic) throw;
+      if (grid_.rank() == 0)
+        log_.warn("resume: " + dir + " is unusable (" + e.what() + "); trying an older one");
+    }
+  }
+  // Starting over silently would overwrite the run: the user decides (ckpt.resume = none).
+  throw InputError("resume: none of the " + std::to_string(candidates.size()) + " checkpoints in " +
+                   config_.ckpt.dir +
+                   " is usable (see the warnings above); set ckpt.resume = none to start over");
+}
+
+std::string CheckpointManager::write_weights() const {
+  const std::string path = config_.run_dir + "/model.h5";
+  // Every tp group gathers its logical tensors (collective); world rank 0 writes them.
+  std::vector<HostTensor> weights;
+  const MPI_Comm world = grid_.world().get();
+  run_agreed(world, log_, [&] {
+    weights = logical_parameters(model_.store(), grid_.communicator(Axis::tp));
+    std::vector<std::string> copies;
+    for (const std::string& name : model_.tied())
+      if (model_.is_stage_copy(name)) copies.push_back(name);
+    weights = gather_stages(std::move(weights), grid_.pp(), copies);
+  });
+  run_agreed(world, log_, [&] {
+    if (grid_.rank() != 0) return;
+    save_weights(path, weights, model_.model().buffers(), config_.raw.to_ini());
+  });
+  return path;
+}
+
+}  // namespace trellis

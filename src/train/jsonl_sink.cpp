@@ -1,0 +1,100 @@
+#include "trellis/core/error.hpp"
+#include "trellis/train/json_line.hpp"
+#include "trellis/train/metrics_sinks.hpp"
+
+#include <fstream>
+
+namespace trellis {
+
+JsonlSink::JsonlSink(const std::string& run_dir, std::int64_t resumed_step)
+    : run_dir_(run_dir), log_(run_dir + "/metrics.jsonl", true, resumed_step) {}
+
+void JsonlSink::interval(const IntervalReport& r) {
+  JsonLine line;
+  line.add("step", r.step)
+      .add("epoch", r.epoch)
+      .add("loss", r.loss)
+      .add("train_accuracy", r.accuracy)
+      .add("lr", r.lr)
+      .add("grad_norm", r.grad_norm)
+      .add("samples_per_sec", r.samples_per_sec)
+      .add("tokens_per_sec", r.tokens_per_sec)
+      .add("step_time_s", r.step_time_s)
+      .add("data_time_s", r.per_step.data)
+      .add("compute_time_s", r.per_step.compute)
+      .add("comm_time_s", r.per_step.comm)
+      .add("tp_comm_time_s", r.per_step.tp_comm)
+      .add("pipeline_time_s", r.per_step.pipeline)
+      .add("optimizer_time_s", r.per_step.optimizer)
+      .add("checkpoint_time_s", r.per_step.checkpoint)
+      .add("tflops", r.tflops)
+      .add("mfu", r.mfu)
+      .add("host_rss_bytes", r.host_rss_bytes)
+      .add("skipped_steps", r.skipped_steps)
+      .add("cost_so_far", r.cost.on_demand)
+      .add("projected_cost", r.cost.projected_on_demand)
+      .add("projected_spot_cost", r.cost.projected_spot)
+      .add("eta_s", r.eta_s);
+  if (r.device_memory_used_bytes) line.add("device_memory_used_bytes", *r.device_memory_used_bytes);
+  if (r.gpu.valid)
+    line.add("gpu_utilization_pct", r.gpu.utilization_pct)
+        .add("gpu_memory_used_bytes", r.gpu.memory_used_bytes)
+        .add("gpu_power_w", r.gpu.power_watts)
+        .add("gpu_temperature_c", r.gpu.temperature_c);
+  log_.write(line);
+}
+
+void JsonlSink::evaluation(const EvalReport& r) {
+  log_.write(JsonLine()
+                 .add("step", r.step)
+                 .add("epoch", r.epoch)
+                 .add("test_loss", r.result.loss)
+                 .add("test_accuracy", r.result.accuracy)
+                 .add("test_samples", r.result.samples)
+                 .add("test_bits_per_token", r.tokens ? r.result.bits_per_target() : 0.0)
+                 .add("eval_time_s", r.seconds));
+}
+
+void JsonlSink::checkpoint(const CheckpointReport& r) {
+  log_.write(JsonLine().add("step", r.step).add("checkpoint_time_s", r.seconds));
+}
+
+void JsonlSink::summary(const RunSummary& r) {
+  JsonLine s;
+  s.add("steps", r.steps)
+      .add("finish", r.finish)
+      .add("ranks", r.ranks)
+      .add("wall_time_s", r.wall_time_s)
+      .add("samples_per_sec", r.samples_per_sec)
+      .add("tokens_per_sec", r.tokens_per_sec)
+      .add("parameters", r.parameters)
+      .add("pipeline_bubble_fraction", r.pipeline_bubble_fraction)
+      .add("parameters_per_rank", r.parameters_per_rank)
+      .add("optimizer_state_floats_per_rank", r.optimizer_state_floats_per_rank)
+      .add("flops_per_sample", r.flops_per_sample)
+      .add("tflops", r.tflops)
+      .add("peak_tflops_per_device", r.peak_tflops_per_device)
+      .add("peak_source", r.peak_source)
+      .add("mfu", r.mfu)
+      .add("step_time_s", r.step_time_s)
+      .add("data_time_s", r.per_step.data)
+      .add("compute_time_s", r.per_step.compute)
+      .add("comm_time_s", r.per_step.comm)
+      .add("tp_comm_time_s", r.per_step.tp_comm)
+      .add("pipeline_time_s", r.per_step.pipeline)
+      .add("optimizer_time_s", r.per_step.optimizer)
+      .add("checkpoint_time_s", r.per_step.checkpoint)
+      .add("skipped_steps", r.skipped_steps)
+      .add("host_rss_bytes", r.host_rss_bytes)
+      .add("device_hours", r.cost.device_hours)
+      .add("cost_on_demand", r.cost.on_demand)
+      .add("cost_spot", r.cost.spot);
+  if (r.last_eval)
+    s.add("test_loss", r.last_eval->loss).add("test_accuracy", r.last_eval->accuracy);
+  const std::string path = run_dir_ + "/summary.json";
+  std::ofstream out(path);
+  out << s.str() << "\n";
+  if (!out) throw Error("cannot write " + path);
+}
+
+}  // namespace trellis

@@ -1,0 +1,126 @@
+#include "trellis/train/training_model.hpp"
+
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/parallel/grad_norm.hpp"
+#include "trellis/parallel/pipeline_schedule.hpp"
+#include "trellis/parallel/tensor_ownership.hpp"
+#include "trellis/train/model_factory.hpp"
+
+#include <algorithm>
+
+namespace trellis {
+
+namespace {
+
+OptimizerSpec optimizer_spec_from(const OptimConfig& c) {
+  OptimizerSpec spec;
+  spec.type = c.type;
+  spec.momentum = c.momentum;
+  spec.nesterov = c.nesterov;
+  spec.weight_decay = c.weight_decay;
+  spec.beta1 = c.beta1;
+  spec.beta2 = c.beta2;
+  spec.eps = c.eps;
+  spec.alpha = c.alpha;
+  return spec;
+}
+
+ScheduleSpec schedule_spec_from(const SchedConfig& c, float base_lr, std::int64_t total_steps) {
+  ScheduleSpec spec;
+  spec.type = c.type;
+  spec.base_lr = base_lr;
+  spec.warmup_steps = c.warmup_steps;
+  spec.total_steps = total_steps;
+  spec.step_size = c.step_size;
+  spec.gamma = c.gamma;
+  spec.min_lr = c.min_lr;
+  spec.pct_start = c.pct_start;
+  spec.div_factor = c.div_factor;
+  spec.final_div_factor = c.final_div_factor;
+  return spec;
+}
+
+}  // namespace
+
+TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
+                             const ProcessGrid& grid, std::int64_t capacity,
+                             std::int64_t total_steps) {
+  const nn::TensorParallel tp{grid.size(Axis::tp) > 1 ? &grid.communicator(Axis::tp) : nullptr};
+  const MpiComm& dp = grid.dp();
+  const int pp = grid.size(Axis::pp), stage = grid.coords().pp;
+  const int micro_batches = static_cast<int>(config.accumulation_steps(dp.size()));
+  // Pipeline: this stage's units, and one copy of its layers per micro-batch in flight.
+  nn::StageRange range;
+  if (pp > 1) {
+    const std::vector<int> bounds =
+        stage_boundaries(config.parallel.stages, model_unit_costs(config.model, shape), pp);
+    range.first_unit = bounds[static_cast<std::size_t>(stage)];
+    range.end_unit = bounds[static_cast<std::size_t>(stage) + 1];
+  }
+  // One stage: the plain micro-batch loop, which is 1F1B's order with one slot.
+  const PipelineSchedule schedule =
+      pp > 1 ? config.parallel.schedule : PipelineSchedule::one_f_one_b;
+  const int slots = in_flight(schedule, pp, stage, micro_batches);
+  std::vector<std::unique_ptr<nn::Model>> replicas;
+  const std::size_t first_offset = store_.registration_cursor();
+  replicas.push_back(build_model(config.model, shape, capacity, store_, &dp, tp, range));
+  for (int k = 1; k < slots; ++k) {
+    store_.begin_replica(first_offset);
+    replicas.push_back(build_model(config.model, shape, capacity, store_, &dp, tp, range));
+    store_.end_replica();
+  }
+  model_ = replicas.front().get();
+  tied_ = model_->tied_parameters();
+  store_.pad_to_multiple(GradientSync::padding_multiple(dp.size()));  // even ZeRO-1 shards
+  store_.finalize(config.train.seed);
+
+  GradientSyncOptions sync_options;
+  sync_options.bucket_bytes = static_cast<std::size_t>(config.parallel.bucket_mb * 1024 * 1024);
+  sync_options.overlap = config.parallel.overlap;
+  sync_options.zero1 = config.parallel.zero;
+  sync_ = std::make_unique<GradientSync>(grid.communicator(Axis::dp), store_, sync_options);
+  for (const std::string& name : tied_) {  // summed over the two stages before the dp sync
+    const nn::ParamInfo& info = store_.info(store_.index(name));
+    sync_->hold_back(info.offset + info.numel);
+  }
+  const bool vocab_parallel = model_->local_classes() < model_->classes();
+  engine_ = std::make_unique<PipelineEngine>(std::move(replicas), schedule,
+                                             pp > 1 ? &grid.communicator(Axis::pp) : nullptr,
+                                             vocab_parallel ? tp : nn::TensorParallel{});
+  std::vector<std::string> copies;
+  for (const std::string& name : tied_)
+    if (is_stage_copy(name)) copies.push_back(name);
+  norm_mask_ = sync_->gather_shard(trellis::norm_mask(store_, grid.coords(), copies));
+  optimizer_ = make_optimizer(optimizer_spec_from(config.optim), sync_->update_size(),
+                              sync_->gather_shard(store_.decay_mask()));
+  schedule_ =
+      std::make_unique<LrSchedule>(schedule_spec_from(config.sched, config.optim.lr, total_steps));
+}
+
+bool TrainingModel::is_stage_copy(const std::string& name) const {
+  // The first stage owns the tied table; the last stage's is the copy.
+  return !model_->first_stage() && std::find(tied_.begin(), tied_.end(), name) != tied_.end();
+}
+
+std::int64_t TrainingModel::logical_parameter_count(const ProcessGrid& grid) const {
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < store_.size(); ++i) {
+    const nn::ParamInfo& info = store_.info(i);
+    if (owns_piece(info.shard.sharded(), is_stage_copy(info.name), DpCopies::distinct,
+                   grid.coords()))
+      total += static_cast<std::int64_t>(info.numel);
+  }
+  // Each tp rank holds its pieces, each pipeline stage its own layers.
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_INT64_T, MPI_SUM, grid.tp().get()));
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_INT64_T, MPI_SUM, grid.pp().get()));
+  return total;
+}
+
+std::int64_t TrainingModel::optimizer_state_floats() const {
+  std::int64_t total = 0;
+  for (const auto& [name, view] : optimizer_->state())
+    total += static_cast<std::int64_t>(view.extent(0));
+  return total;
+}
+
+}  // namespace trellis
