@@ -88,11 +88,8 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
         log_, want_progress_bar(config_.monitor.progress.c_str(), grid_->rank())));
   });
 #ifdef TRELLIS_ENABLE_CUDA
-  {
-    GpuTelemetry probe(node_.device);
-    if (!probe.available() && writer)
-      log_.warn("GPU telemetry unavailable: " + probe.unavailable_reason());
-  }
+  if (!metrics_->gpu().available() && writer)
+    log_.warn("GPU telemetry unavailable: " + metrics_->gpu().unavailable_reason());
 #endif
   parameter_count_ = model_->logical_parameter_count(*grid_);  // collective over tp and pp
   log_setup();

@@ -58,6 +58,31 @@ print(f"tensorboard: {len(acc.Tags()['scalars'])} scalar tags match metrics.json
       f"{len(train)} training and {len(evals)} evaluation steps; config text present")
 PY
 
+# The logged loss is the mean over the log interval (not the interval's last step): a run
+# logging every step gives the same per-step losses, and their mean over each interval of 5
+# must be what the interval run logged. The learning rate logged for step k is the one step k
+# used: with 2 warm-up steps of 0.05, step 1 used 0.025 and step 2 0.05.
+trellis_run 2 "${mlp[@]}" --train.max_steps=20 --log.interval=1 --run.dir="$WORK/every" > "$WORK/every.log"
+$py - "$WORK/plain" "$WORK/every" <<'PY'
+import json, sys
+rows = lambda d: {r["step"]: r for r in map(json.loads, open(f"{d}/metrics.jsonl")) if "loss" in r}
+interval, every = rows(sys.argv[1]), rows(sys.argv[2])
+assert sorted(interval) == [5, 10, 15, 20], sorted(interval)
+for step, r in interval.items():
+    mean = sum(every[s]["loss"] for s in range(step - 4, step + 1)) / 5
+    assert abs(r["loss"] - mean) <= 1e-6 * abs(mean), (step, r["loss"], mean)
+    assert r["loss"] != every[step]["loss"], step
+assert abs(every[1]["lr"] - 0.025) < 1e-8 and abs(every[2]["lr"] - 0.05) < 1e-8, (every[1], every[2])
+print("interval loss: mean of the per-step losses; lr per step as used")
+PY
+
+# A fresh run into a run.dir that holds an earlier run's TensorBoard file moves that file to
+# previous-runs/1/, so TensorBoard does not overlay the two runs.
+trellis_run 1 "${mlp[@]}" --train.max_steps=3 --run.dir="$WORK/plain" > "$WORK/again.log" 2>&1
+[[ $(ls "$WORK"/plain/events.out.tfevents.* | wc -l) == 1 ]] || fail "fresh run: $(ls "$WORK/plain")"
+[[ $(ls "$WORK"/plain/previous-runs/1/events.out.tfevents.* | wc -l) == 1 ]] || fail "earlier event file not moved aside"
+grep -q "moved to .*previous-runs/1" "$WORK/again.log" || fail "no warning about the moved event file"
+
 finish_of() { $py -c "import json,sys; print(json.load(open(sys.argv[1]))['finish'])" "$1/summary.json"; }
 # A cost budget of 1e-4 (3.0 per device-hour, 2 devices: about 0.06 s of training).
 trellis_run 2 "${mlp[@]}" --train.max_steps=100000 --budget.max_cost=0.0001 --run.dir="$WORK/cost" > "$WORK/cost.log"

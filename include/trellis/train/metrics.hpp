@@ -37,6 +37,7 @@ class Metrics {
   // The run's wall time and cost so far (the budget), on every rank.
   double elapsed_seconds() const { return run_watch_.seconds(); }
   CostEstimate cost_so_far() const;
+  const GpuTelemetry& gpu() const { return gpu_; }
 
  private:
   const PerformanceModel& performance_;
