@@ -6,6 +6,21 @@
 
 namespace trellis {
 
+namespace {
+
+// Mean seconds per step of each phase, the same keys in metrics.jsonl and summary.json.
+void add_phase_times(JsonLine& line, const StepTimes& t) {
+  line.add("data_time_s", t.data)
+      .add("compute_time_s", t.compute)
+      .add("comm_time_s", t.comm)
+      .add("tp_comm_time_s", t.tp_comm)
+      .add("pipeline_time_s", t.pipeline)
+      .add("optimizer_time_s", t.optimizer)
+      .add("checkpoint_time_s", t.checkpoint);
+}
+
+}  // namespace
+
 JsonlSink::JsonlSink(const std::string& run_dir, std::int64_t resumed_step)
     : run_dir_(run_dir), log_(run_dir + "/metrics.jsonl", true, resumed_step) {}
 
@@ -19,15 +34,9 @@ void JsonlSink::interval(const IntervalReport& r) {
       .add("grad_norm", r.grad_norm)
       .add("samples_per_sec", r.samples_per_sec)
       .add("tokens_per_sec", r.tokens_per_sec)
-      .add("step_time_s", r.step_time_s)
-      .add("data_time_s", r.per_step.data)
-      .add("compute_time_s", r.per_step.compute)
-      .add("comm_time_s", r.per_step.comm)
-      .add("tp_comm_time_s", r.per_step.tp_comm)
-      .add("pipeline_time_s", r.per_step.pipeline)
-      .add("optimizer_time_s", r.per_step.optimizer)
-      .add("checkpoint_time_s", r.per_step.checkpoint)
-      .add("tflops", r.tflops)
+      .add("step_time_s", r.step_time_s);
+  add_phase_times(line, r.per_step);
+  line.add("tflops", r.tflops)
       .add("mfu", r.mfu)
       .add("host_rss_bytes", r.host_rss_bytes)
       .add("skipped_steps", r.skipped_steps)
@@ -76,15 +85,9 @@ void JsonlSink::summary(const RunSummary& r) {
       .add("peak_tflops_per_device", r.peak_tflops_per_device)
       .add("peak_source", r.peak_source)
       .add("mfu", r.mfu)
-      .add("step_time_s", r.step_time_s)
-      .add("data_time_s", r.per_step.data)
-      .add("compute_time_s", r.per_step.compute)
-      .add("comm_time_s", r.per_step.comm)
-      .add("tp_comm_time_s", r.per_step.tp_comm)
-      .add("pipeline_time_s", r.per_step.pipeline)
-      .add("optimizer_time_s", r.per_step.optimizer)
-      .add("checkpoint_time_s", r.per_step.checkpoint)
-      .add("skipped_steps", r.skipped_steps)
+      .add("step_time_s", r.step_time_s);
+  add_phase_times(s, r.per_step);
+  s.add("skipped_steps", r.skipped_steps)
       .add("host_rss_bytes", r.host_rss_bytes)
       .add("device_hours", r.cost.device_hours)
       .add("cost_on_demand", r.cost.on_demand)
