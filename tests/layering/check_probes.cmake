@@ -1,5 +1,16 @@
-# cmake -DBUILD_DIR=<build> -DCONFIG=<cfg> -DPROBES="<target>|<upward header>,..." -P check_probes.cmake
-# Builds each probe target and succeeds only when every build fails on its upward header.
+# cmake -DBUILD_DIR=<build> -DCONFIG=<cfg> -DSOURCE_DIR=<source> \
+#       -DPROBES="<target>|<upward header>,..." -P check_probes.cmake
+# Succeeds only when no layer's file includes a path with "..", and every probe's build fails
+# on its upward header.
+file(GLOB_RECURSE layer_files ${SOURCE_DIR}/src/*/*.cpp ${SOURCE_DIR}/src/*/*.hpp
+     ${SOURCE_DIR}/include/trellis/*.hpp)
+foreach(path IN LISTS layer_files)
+  file(STRINGS ${path} escapes REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<][^\">]*\\.\\.")
+  if(escapes)
+    message(FATAL_ERROR "${path}: ${escapes}: an include path with \"..\" can reach a layer above "
+                        "(include by \"trellis/<layer>/...\" or by a name in the same folder)")
+  endif()
+endforeach()
 string(REPLACE "," ";" PROBES "${PROBES}")
 foreach(probe IN LISTS PROBES)
   string(REPLACE "|" ";" probe "${probe}")

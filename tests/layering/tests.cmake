@@ -2,7 +2,9 @@
 # (never built by default) includes a header of the layer above it and one of the top layer
 # while compiling with that layer's include set; the test builds each probe and passes only when
 # the compile fails on exactly that upward #include ("No such file"), after a __has_include
-# check that the probe's own layer is visible. See cmake/TrellisLayers.cmake.
+# check that the probe's own layer is visible. The include roots are symlinks, which a relative
+# "../" include would walk out of, so the test also refuses any #include path containing "..".
+# See cmake/TrellisLayers.cmake.
 set(probe_dir ${CMAKE_CURRENT_BINARY_DIR}/layering)
 set(probes "")
 list(LENGTH TRELLIS_LAYERS layer_count)
@@ -13,7 +15,7 @@ foreach(index RANGE ${last})
   if(layer STREQUAL top)
     break()
   endif()
-  file(GLOB own RELATIVE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/include/trellis/${layer}/*.hpp)
+  file(GLOB own CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/include/trellis/${layer}/*.hpp)
   list(GET own 0 own)
   math(EXPR above_index "${index} + 1")
   list(GET TRELLIS_LAYERS ${above_index} above)
@@ -22,7 +24,7 @@ foreach(index RANGE ${last})
     list(APPEND uppers ${top})
   endif()
   foreach(upper IN LISTS uppers)
-    file(GLOB upward RELATIVE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/include/trellis/${upper}/*.hpp)
+    file(GLOB upward CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/include/trellis/${upper}/*.hpp)
     list(GET upward 0 upward)
     set(name trellis_layering_probe_${layer}_includes_${upper})
     file(CONFIGURE OUTPUT ${probe_dir}/${name}.cpp CONTENT
@@ -41,5 +43,6 @@ endforeach()
 string(REPLACE ";" "," probes "${probes}")  # one argument for ctest
 add_test(NAME build.layering
          COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DCONFIG=$<CONFIG>
+                 -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
                  "-DPROBES=${probes}" -P ${CMAKE_CURRENT_SOURCE_DIR}/layering/check_probes.cmake)
 set_tests_properties(build.layering PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
