@@ -8,6 +8,10 @@ DATA_DIR   ?= data/fashion-mnist
 TEXT_DIR   ?= data/austen
 MPIEXEC    ?= mpiexec
 MPIEXEC_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --oversubscribe
+# Site paths (Debian 12 defaults; ctest gets the same from CMake's TRELLIS_* cache variables).
+# Debian's python3 has numpy and h5py; the first python3 on PATH may not.
+PYTHON     ?= $(or $(wildcard /usr/bin/python3),python3)
+FASHION_MNIST_SRC ?= /usr/share/datasets/fashion-mnist
 
 .PHONY: all deps configure build test demo demo-cnn demo-gpt bench clean
 
@@ -26,7 +30,7 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900
 
 $(DATA_DIR)/train.h5 $(DATA_DIR)/test.h5:
-	/usr/bin/python3 tools/idx_to_hdf5.py --src /usr/share/datasets/fashion-mnist --out-dir $(DATA_DIR)
+	$(PYTHON) tools/idx_to_hdf5.py --src $(FASHION_MNIST_SRC) --out-dir $(DATA_DIR)
 
 demo: build $(DATA_DIR)/train.h5
 	OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) $(BUILD_DIR)/trellis train \

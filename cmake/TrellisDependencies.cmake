@@ -34,30 +34,8 @@ if(TRELLIS_ENABLE_CUDA)
   find_package(CUDAToolkit REQUIRED)
   add_library(trellis::cuda INTERFACE IMPORTED)
   target_link_libraries(trellis::cuda INTERFACE CUDA::cudart CUDA::cublas)
-  # NVML (GPU telemetry): nvml.h and the toolkit's link stub lib64/stubs/libnvidia-ml.so (the
-  # real library comes with the driver), or NVML_ROOT (e.g. the nvidia-nvml-dev wheel's
-  # nvidia/cu13 folder, with a libnvidia-ml link library in lib/ or lib/stubs/).
-  find_path(TRELLIS_NVML_INCLUDE_DIR nvml.h
-            HINTS ${NVML_ROOT} $ENV{NVML_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
-                  ${CUDAToolkit_LIBRARY_ROOT}
-            PATH_SUFFIXES include)
-  if(TARGET CUDA::nvml)
-    set(TRELLIS_NVML_LIBRARY CUDA::nvml)
-  else()
-    find_library(TRELLIS_NVML_LIBRARY NAMES nvidia-ml libnvidia-ml.so.1
-                 HINTS ${NVML_ROOT} $ENV{NVML_ROOT} ${CUDAToolkit_LIBRARY_DIR}
-                       ${CUDAToolkit_LIBRARY_ROOT}
-                 PATH_SUFFIXES lib64/stubs lib/stubs stubs lib64 lib lib/x86_64-linux-gnu)
-  endif()
-  if(NOT TRELLIS_NVML_INCLUDE_DIR OR NOT TRELLIS_NVML_LIBRARY)
-    message(FATAL_ERROR "TRELLIS_ENABLE_CUDA=ON but NVML was not found (nvml.h: "
-                        "'${TRELLIS_NVML_INCLUDE_DIR}', libnvidia-ml: '${TRELLIS_NVML_LIBRARY}'); "
-                        "install the toolkit's NVML development files (cuda-nvml-dev-<version>) "
-                        "or set NVML_ROOT to a folder with include/nvml.h and lib/libnvidia-ml.so.")
-  endif()
-  target_include_directories(trellis::cuda SYSTEM INTERFACE ${TRELLIS_NVML_INCLUDE_DIR})
-  target_link_libraries(trellis::cuda INTERFACE ${TRELLIS_NVML_LIBRARY})
-  message(STATUS "NVML: ${TRELLIS_NVML_LIBRARY} (nvml.h in ${TRELLIS_NVML_INCLUDE_DIR})")
+  # NVML (GPU telemetry) is not linked: src/train/gpu_telemetry.cpp loads the driver's
+  # libnvidia-ml.so.1 at run time, so neither nvml.h nor a link stub is needed to build.
 endif()
 if(TRELLIS_ENABLE_NCCL AND NOT TRELLIS_ENABLE_CUDA)
   message(FATAL_ERROR "TRELLIS_ENABLE_NCCL needs TRELLIS_ENABLE_CUDA=ON")

@@ -6,7 +6,21 @@
 # carry no include directory (headers live in /usr/include/trilinos; its Kokkos::kokkos points
 # at a missing <prefix>/include), so we build our own targets from the trilinos_* ones.
 find_package(Kokkos 3.4 REQUIRED CONFIG)
+# What Kokkos itself is, before KokkosKernels' config runs: Trilinos' KokkosKernels config loads
+# Trilinos' Kokkos targets, and a standalone one overwrites Kokkos_ENABLE_CUDA with the value
+# of the Kokkos it was built against.
+if(TARGET trilinos_kokkoscore)
+  set(trellis_kokkos_packaging Trilinos)
+else()
+  set(trellis_kokkos_packaging standalone)
+endif()
+set(trellis_kokkos_has_cuda OFF)
+if("CUDA" IN_LIST Kokkos_DEVICES OR Kokkos_ENABLE_CUDA)
+  set(trellis_kokkos_has_cuda ON)
+endif()
 find_package(KokkosKernels REQUIRED CONFIG)
+include(TrellisKokkosPairing)
+trellis_check_kokkos_pairing()
 
 add_library(trellis::kokkos INTERFACE IMPORTED)
 add_library(trellis::kokkoskernels INTERFACE IMPORTED)

@@ -6,7 +6,7 @@
 # the previous checkpoint usable; a checkpoint of another model is refused (exit 3) before
 # anything in run.dir is touched.
 source "$(dirname "$0")/common.sh"
-py=/usr/bin/python3
+py=$TRELLIS_PYTHON
 mlp=(train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" --data.train="$FASHION_DIR/train.h5"
      --data.test= --train.max_steps=30 --train.global_batch=64 --log.interval=1
      --model.dropout=0.1 --optim.clip_norm=5 --sched.warmup_steps=5)
@@ -85,7 +85,7 @@ grep -q "model.hidden" "$WORK/other.log" || fail "error does not name model.hidd
 cmp -s "$WORK/metrics.before" "$WORK/pre/metrics.jsonl" || fail "metrics.jsonl changed by a refused resume"
 
 # 6. GPT across layouts: checkpoint at dp2 x tp2 x pp2 (ZeRO-1), resumed at dp2 and at 1 rank.
-$py "$TRELLIS_SRC/tools/text_to_tokens.py" --src /usr/share/common-licenses/GPL-3 --out-dir "$WORK/tokens" > /dev/null
+$py "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" --out-dir "$WORK/tokens" > /dev/null
 gpt=(train --config "$TRELLIS_SRC/inputs/gpt_char.ini" --data.train="$WORK/tokens/train.h5"
      --data.test= --model.n_layer=2 --model.n_head=4 --model.d_model=32 --model.seq_len=32
      --model.dropout=0.1 --train.global_batch=8 --train.micro_batch=2 --train.max_steps=20

@@ -10,12 +10,12 @@ common=(train --config "$TRELLIS_SRC/inputs/fashion_cnn.ini" --data.train="$FASH
 trellis_run 1 "${common[@]}" --run.dir="$WORK/np1" > "$WORK/np1.log"
 trellis_run 2 "${common[@]}" --data.test="$FASHION_DIR/test.h5" --run.dir="$WORK/np2" > "$WORK/np2.log"
 trellis_run 4 "${common[@]}" --run.dir="$WORK/np4" > "$WORK/np4.log"
-/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 20 "$WORK/np1" "$WORK/np2" "$WORK/np4"
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 20 "$WORK/np1" "$WORK/np2" "$WORK/np4"
 
 # model.h5 carries the BatchNorm running statistics: `trellis eval` reproduces the accuracy the
 # run logged for its final evaluation.
 trellis_run 1 eval --weights "$WORK/np2/model.h5" --data "$FASHION_DIR/test.h5" --batch 500 > "$WORK/eval.log"
-/usr/bin/python3 - "$WORK/np2/metrics.jsonl" "$WORK/eval.log" <<'PY'
+"$TRELLIS_PYTHON" - "$WORK/np2/metrics.jsonl" "$WORK/eval.log" <<'PY'
 import json, re, sys
 last = [json.loads(l) for l in open(sys.argv[1]) if "test_accuracy" in l][-1]
 m = re.search(r"accuracy ([0-9.]+)", open(sys.argv[2]).read())

@@ -1,6 +1,9 @@
 # Shared by the end-to-end scripts: where things are and how to launch ranks.
 set -euo pipefail
 : "${TRELLIS_BIN:?set by ctest}" "${TRELLIS_SRC:?set by ctest}" "${TRELLIS_TEST_DATA:?set by ctest}"
+# Site paths, from CMake cache variables of the same names (cmake/TrellisTesting.cmake).
+: "${TRELLIS_PYTHON:?set by ctest}" "${TRELLIS_FASHION_MNIST_DIR:?set by ctest}"
+: "${TRELLIS_TEXT_CORPUS:?set by ctest}"
 MPIEXEC=${MPIEXEC:-mpiexec}
 read -r -a MPIEXEC_ARGS <<< "${MPIEXEC_FLAGS:---allow-run-as-root --oversubscribe}"
 export OPENBLAS_NUM_THREADS=1

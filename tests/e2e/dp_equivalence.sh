@@ -10,7 +10,7 @@ common=(train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini"
 trellis_run 1 "${common[@]}" --train.micro_batch=16 --run.dir="$WORK/np1" > "$WORK/np1.log"
 trellis_run 2 "${common[@]}" --run.dir="$WORK/np2" > "$WORK/np2.log"
 trellis_run 4 "${common[@]}" --train.micro_batch=8 --run.dir="$WORK/np4" > "$WORK/np4.log"
-/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 50 "$WORK/np1" "$WORK/np2" "$WORK/np4"
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 50 "$WORK/np1" "$WORK/np2" "$WORK/np4"
 
 # Small buckets (many of them), reduced while backward runs (the default) or after it
 # (parallel.overlap=false), and ZeRO-1 (reduce-scatter, sharded AdamW state, all-gather): all
@@ -18,10 +18,10 @@ trellis_run 4 "${common[@]}" --train.micro_batch=8 --run.dir="$WORK/np4" > "$WOR
 trellis_run 4 "${common[@]}" --train.micro_batch=8 --parallel.bucket_mb=0.01 --run.dir="$WORK/np4-small-buckets" > "$WORK/np4-sb.log"
 trellis_run 4 "${common[@]}" --train.micro_batch=8 --parallel.bucket_mb=0.01 --parallel.overlap=false --run.dir="$WORK/np4-blocking" > "$WORK/np4-blocking.log"
 trellis_run 4 "${common[@]}" --train.micro_batch=8 --parallel.bucket_mb=0.01 --parallel.zero=1 --run.dir="$WORK/np4-zero1" > "$WORK/np4-zero1.log"
-/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 50 "$WORK/np4-small-buckets" "$WORK/np4-blocking"
-/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 50 "$WORK/np1" "$WORK/np4-small-buckets" "$WORK/np4-zero1"
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 50 "$WORK/np4-small-buckets" "$WORK/np4-blocking"
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 50 "$WORK/np1" "$WORK/np4-small-buckets" "$WORK/np4-zero1"
 # ZeRO-1 keeps 1/dp of the optimizer state per rank (AdamW: 2 floats per padded parameter).
-/usr/bin/python3 - "$WORK/np4-small-buckets" "$WORK/np4-zero1" <<'PY'
+"$TRELLIS_PYTHON" - "$WORK/np4-small-buckets" "$WORK/np4-zero1" <<'PY'
 import json, sys
 full, zero = (json.load(open(d + "/summary.json"))["optimizer_state_floats_per_rank"] for d in sys.argv[1:])
 assert zero * 4 == full, f"ZeRO-1 optimizer state {zero} floats per rank, without {full}"
@@ -30,13 +30,13 @@ PY
 
 # The same data split into 3 shard files and read through a glob trains identically: at one
 # rank the losses match the single-file run bit for bit.
-/usr/bin/python3 "$TRELLIS_SRC/tools/idx_to_hdf5.py" --src /usr/share/datasets/fashion-mnist \
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/idx_to_hdf5.py" --src "$TRELLIS_FASHION_MNIST_DIR" \
   --out-dir "$WORK/shards" --shards 3 > /dev/null
 trellis_run 1 "${common[@]}" --train.micro_batch=16 --data.train="$WORK/shards/train-*.h5" \
   --run.dir="$WORK/np1-shards" > "$WORK/np1-shards.log"
 trellis_run 2 "${common[@]}" --data.train="$WORK/shards/train-*.h5" --run.dir="$WORK/np2-shards" > "$WORK/np2-shards.log"
-/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 50 "$WORK/np1" "$WORK/np1-shards"
-/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 50 "$WORK/np1" "$WORK/np2-shards"
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 50 "$WORK/np1" "$WORK/np1-shards"
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 50 "$WORK/np1" "$WORK/np2-shards"
 # Node-local staging (data.stage): the shards are copied once per node (here into $TMPDIR)
 # and read from there; the same losses bit for bit.
 mkdir -p "$WORK/tmp"
@@ -44,11 +44,11 @@ TMPDIR="$WORK/tmp" trellis_run 2 "${common[@]}" --data.train="$WORK/shards/train
   --data.stage='$TMPDIR/stage' --run.dir="$WORK/np2-staged" > "$WORK/np2-staged.log"
 [[ $(ls "$WORK/tmp/stage"/train-*.h5 | wc -l) -eq 3 ]] || fail "data.stage did not copy the 3 shards"
 grep -q "data staged into $WORK/tmp/stage" "$WORK/np2-staged.log" || fail "no staging message"
-/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 50 "$WORK/np2-shards" "$WORK/np2-staged"
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 50 "$WORK/np2-shards" "$WORK/np2-staged"
 
 # Serving batches from the in-memory cache changes nothing but speed: bitwise-identical losses.
 trellis_run 2 "${common[@]}" --data.cache=memory --run.dir="$WORK/np2-cached" > "$WORK/np2-cached.log"
-/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 50 "$WORK/np2" "$WORK/np2-cached"
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 50 "$WORK/np2" "$WORK/np2-cached"
 
 # Regression: evaluation batches larger than the micro-batch but smaller than the local batch
 # (the model's capacity is max(micro, eval) rows) used to overrun the model's buffers.

@@ -7,7 +7,7 @@ run="$WORK/fashion"
 trellis_run 2 train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" --data.train="$FASHION_DIR/train.h5" \
   --data.test="$FASHION_DIR/test.h5" --run.dir="$run" | tee "$WORK/train.log"
 for f in config.ini metrics.jsonl model.h5; do [[ -s "$run/$f" ]] || fail "missing $run/$f"; done
-/usr/bin/python3 - "$run/metrics.jsonl" <<'PY'
+"$TRELLIS_PYTHON" - "$run/metrics.jsonl" <<'PY'
 import json, sys
 evals = [json.loads(l) for l in open(sys.argv[1]) if "test_accuracy" in l]
 assert len(evals) == 3, f"expected 3 evaluations, got {len(evals)}"
@@ -19,7 +19,7 @@ for key in ("step", "epoch", "loss", "lr", "samples_per_sec", "step_time_s"):
     assert all(key in s for s in steps), f"metrics line without {key}"
 PY
 trellis_run 1 eval --weights "$run/model.h5" --data "$FASHION_DIR/test.h5" | tee "$WORK/eval.log"
-/usr/bin/python3 - "$run/metrics.jsonl" "$WORK/eval.log" <<'PY'
+"$TRELLIS_PYTHON" - "$run/metrics.jsonl" "$WORK/eval.log" <<'PY'
 import json, re, sys
 last = [json.loads(l) for l in open(sys.argv[1]) if "test_accuracy" in l][-1]
 m = re.search(r"accuracy ([0-9.]+)", open(sys.argv[2]).read())

@@ -4,7 +4,7 @@
 # accumulation differing between runs. The corpus is any text every Debian system has (the
 # GPL text), converted to byte tokens.
 source "$(dirname "$0")/common.sh"
-/usr/bin/python3 "$TRELLIS_SRC/tools/text_to_tokens.py" --src /usr/share/common-licenses/GPL-3 \
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" \
   --out-dir "$WORK/tokens" > /dev/null
 common=(train --config "$TRELLIS_SRC/inputs/gpt_char.ini" --data.train="$WORK/tokens/train.h5"
         --data.test="$WORK/tokens/val.h5" --model.n_layer=2 --model.n_head=2 --model.d_model=32
@@ -14,7 +14,7 @@ common=(train --config "$TRELLIS_SRC/inputs/gpt_char.ini" --data.train="$WORK/to
 trellis_run 1 "${common[@]}" --train.micro_batch=4 --run.dir="$WORK/np1" > "$WORK/np1.log"
 trellis_run 2 "${common[@]}" --run.dir="$WORK/np2" > "$WORK/np2.log"
 trellis_run 4 "${common[@]}" --train.micro_batch=1 --run.dir="$WORK/np4" > "$WORK/np4.log"
-/usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 20 "$WORK/np1" "$WORK/np2" "$WORK/np4"
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 20 "$WORK/np1" "$WORK/np2" "$WORK/np4"
 
 # The weights generate text and evaluate to the logged validation loss.
 trellis_run 1 generate --weights "$WORK/np2/model.h5" --prompt "The " --tokens 40 --top-k 5 --seed 3 > "$WORK/gen.txt"

@@ -3,7 +3,7 @@
 # projection; summary.json the totals with the cost arithmetic; a cost budget, a wall-time
 # budget and early stopping each end the run normally (exit 0) after writing a checkpoint.
 source "$(dirname "$0")/common.sh"
-py=/usr/bin/python3
+py=$TRELLIS_PYTHON
 mlp=(train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" --data.train="$FASHION_DIR/train.h5"
      --data.test="$FASHION_DIR/test.h5" --train.eval_max_samples=1000 --log.interval=5
      --log.progress=lines --sched.warmup_steps=2 --cost.price_per_device_hour=3.0
@@ -31,9 +31,21 @@ PY
 
 # TensorBoard: the event file in run.dir, read back with the real tensorboard package, holds
 # the same scalars as metrics.jsonl (float32) at the same steps, and the config as text.
-tb_python=${TRELLIS_PYTHON_TB:-/opt/trellis-venv/bin/python}
-[[ -x $tb_python ]] || fail "no $tb_python with tensorboard: run tools/install-deps.sh"
-"$tb_python" - "$WORK/plain" <<'PY'
+# Without tensorboard this part is skipped (the script ends with 77 after the other checks
+# pass), except with TRELLIS_REQUIRE_TENSORBOARD=1 (CI), where that is a failure.
+tb_python=${TRELLIS_PYTHON_TB:?set by ctest}
+tb_missing=""
+if [[ ! -x $tb_python ]]; then
+  tb_missing="no python at TRELLIS_PYTHON_TB=$tb_python"
+elif ! tb_error=$("$tb_python" -c "import tensorboard" 2>&1); then
+  tb_missing="$tb_python cannot import tensorboard: ${tb_error##*$'\n'}"
+fi
+if [[ -n $tb_missing ]]; then
+  tb_missing+=" (run tools/install-deps.sh, or configure with -DTRELLIS_PYTHON_TB=<python with tensorboard>)"
+  [[ ${TRELLIS_REQUIRE_TENSORBOARD:-0} != 1 ]] || fail "TRELLIS_REQUIRE_TENSORBOARD=1: $tb_missing"
+  echo "monitoring: TensorBoard read-back skipped: $tb_missing" >&2
+else
+  "$tb_python" - "$WORK/plain" <<'PY'
 import glob, json, sys
 import numpy as np
 from tensorboard.backend.event_processing import event_accumulator
@@ -57,6 +69,7 @@ assert texts and "[model]" in texts[0].tensor_proto.string_val[0].decode(), "no 
 print(f"tensorboard: {len(acc.Tags()['scalars'])} scalar tags match metrics.jsonl at "
       f"{len(train)} training and {len(evals)} evaluation steps; config text present")
 PY
+fi
 
 # The logged loss is the mean over the log interval (not the interval's last step): a run
 # logging every step gives the same per-step losses, and their mean over each interval of 5
@@ -99,4 +112,8 @@ trellis_run 2 "${mlp[@]}" --train.max_steps=1000 --train.eval_interval=10 --earl
 [[ $(finish_of "$WORK/early") == "early stop" ]] || fail "early stop: $(tail -3 "$WORK/early.log")"
 grep -q '"steps": 30,' "$WORK/early/summary.json" || fail "early stop not at step 30: $(cat "$WORK/early/summary.json")"
 [[ "$(cat "$WORK/early/checkpoints/latest")" == step-0000030 ]] || fail "early stop: no checkpoint at step 30"
+if [[ -n $tb_missing ]]; then
+  echo "SKIP: every monitoring check passed except the TensorBoard read-back: $tb_missing"
+  exit 77
+fi
 echo "monitoring: ok"

@@ -7,7 +7,7 @@
 # GPipe and 1F1B, ZeRO-1 on and off, overlapped and blocking reduction agree too. The saved
 # model.h5 (logical tensors gathered over tp and pp) evaluates and generates.
 source "$(dirname "$0")/common.sh"
-compare() { /usr/bin/python3 "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 20 "$@"; }
+compare() { "$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 20 "$@"; }
 
 # layouts NAME_PREFIX ARGS...: the reference and every layout, for one model.
 layouts() {
@@ -40,7 +40,7 @@ trellis_run 4 "${mlp[@]}" --model.hidden=64,32 --parallel.tp=2 --parallel.pp=2 -
 compare "$WORK/mlp2-1" "$WORK/mlp2-tp2pp2"
 
 # GPT L2 (4 units: embeddings, 2 blocks, head) on the GPL text as byte tokens.
-/usr/bin/python3 "$TRELLIS_SRC/tools/text_to_tokens.py" --src /usr/share/common-licenses/GPL-3 \
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" \
   --out-dir "$WORK/tokens" > /dev/null
 gpt=(train --config "$TRELLIS_SRC/inputs/gpt_char.ini" --data.train="$WORK/tokens/train.h5"
      --data.test="$WORK/tokens/val.h5" --model.n_layer=2 --model.n_head=4 --model.d_model=32
@@ -51,7 +51,7 @@ layouts gpt "${gpt[@]}"
 
 # The same validation loss through every layout's evaluation path (vocabulary-parallel loss,
 # pipeline forward), and the same parameter count.
-/usr/bin/python3 - "$WORK" <<'PY'
+"$TRELLIS_PYTHON" - "$WORK" <<'PY'
 import json, sys
 w = sys.argv[1]
 def last_eval(run):
@@ -68,7 +68,7 @@ for model in ["mlp", "gpt"]:
 PY
 
 # Memory: rank 0's parameters and optimizer state shrink with tp, pp and ZeRO-1.
-/usr/bin/python3 - "$WORK" <<'PY'
+"$TRELLIS_PYTHON" - "$WORK" <<'PY'
 import json, sys
 w = sys.argv[1]
 s = lambda run: json.load(open(f"{w}/{run}/summary.json"))

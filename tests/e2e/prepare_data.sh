@@ -6,4 +6,4 @@ if [[ -f "$out/train.h5" && -f "$out/test.h5" ]]; then
   echo "already prepared: $out"
   exit 0
 fi
-/usr/bin/python3 "$TRELLIS_SRC/tools/idx_to_hdf5.py" --src /usr/share/datasets/fashion-mnist --out-dir "$out"
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/idx_to_hdf5.py" --src "$TRELLIS_FASHION_MNIST_DIR" --out-dir "$out"

@@ -9,7 +9,7 @@
 # Exit code 77 (skip) when Slurm cannot be set up here (not root and no cluster).
 # TRELLIS_SLURM_STATE (default: a fresh directory under $WORK) holds the cluster's state.
 source "$(dirname "$0")/common.sh"
-py=/usr/bin/python3
+py=$TRELLIS_PYTHON
 if [[ $(id -u) != 0 ]]; then
   echo "SKIP: slurm/cluster.sh needs root (munge key, SlurmUser=root, apt)"
   exit 77

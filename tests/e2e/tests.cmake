@@ -7,6 +7,9 @@ foreach(name dp_equivalence config_errors fashion_mlp_accuracy parallel_equivale
   trellis_add_e2e_test(NAME ${name} SCRIPT ${E2E}/${name}.sh)
   set_tests_properties(e2e.${name} PROPERTIES FIXTURES_REQUIRED fashion_data)
 endforeach()
+# monitoring exits 77 (skipped) when only its TensorBoard read-back could not run: no
+# tensorboard package, and TRELLIS_REQUIRE_TENSORBOARD is not 1 (CI sets it).
+set_tests_properties(e2e.monitoring PROPERTIES SKIP_RETURN_CODE 77)
 trellis_add_e2e_test(NAME gpt_equivalence SCRIPT ${E2E}/gpt_equivalence.sh)
 trellis_add_e2e_test(NAME cnn_equivalence SCRIPT ${E2E}/cnn_equivalence.sh)
 set_tests_properties(e2e.cnn_equivalence PROPERTIES FIXTURES_REQUIRED fashion_data)

@@ -2,6 +2,10 @@
 // GPU a rank drives, read at step boundaries for the metrics. NVML queries the driver and does
 // not synchronise with the device, so a sample costs no GPU time.
 //
+// NVML is loaded at run time (dlopen of the driver's libnvidia-ml.so.1), not linked: the build
+// needs neither nvml.h nor a link stub, and the binary starts on machines without the driver
+// library; telemetry is then unavailable, with dlopen's message as the reason.
+//
 // Which GPU: NVML numbers every GPU of the node in PCI order and ignores CUDA_VISIBLE_DEVICES,
 // so CUDA's device i need not be NVML's device i. The GPU is found by its PCI bus id, which the
 // CUDA runtime reports in its own numbering (cudaDeviceGetPCIBusId); only when the runtime
@@ -16,11 +20,16 @@
 #pragma once
 
 #include <limits>
+#include <memory>
 #include <string>
 
 struct nvmlDevice_st;  // nvml.h's device handle type, kept out of this header
 
 namespace trellis {
+
+namespace detail {
+struct NvmlSession;  // the loaded library, its functions and nvmlInit/nvmlShutdown (the .cpp)
+}  // namespace detail
 
 // One reading of one GPU. valid = false: no reading at all (every field NaN).
 struct GpuSample {
@@ -37,7 +46,7 @@ class GpuTelemetry {
   // device: the CUDA device index this rank drives (NodeBinding::device); < 0: none.
   // Never throws for an unavailable GPU or driver.
   explicit GpuTelemetry(int device);
-  ~GpuTelemetry();  // nvmlShutdown when nvmlInit succeeded
+  ~GpuTelemetry();  // nvmlShutdown and dlclose when they are owed
   GpuTelemetry(const GpuTelemetry&) = delete;
   GpuTelemetry& operator=(const GpuTelemetry&) = delete;
 
@@ -50,10 +59,8 @@ class GpuTelemetry {
   std::string unavailable_reason() const { return reason_; }
 
  private:
-  void shut_down() noexcept;
-
-  nvmlDevice_st* device_ = nullptr;  // nvmlDevice_t; null when unavailable
-  bool initialised_ = false;         // nvmlInit_v2 succeeded: nvmlShutdown is owed
+  std::unique_ptr<detail::NvmlSession> nvml_;  // null when NVML could not be loaded or started
+  nvmlDevice_st* device_ = nullptr;            // nvmlDevice_t; null when unavailable
   std::string reason_;
 };
 

@@ -1,0 +1,61 @@
+# The library as one static target per architecture layer, bottom to top. Each layer globs its
+# own src/<layer>/*.cpp (a new file is picked up at the next build: CONFIGURE_DEPENDS), links
+# only the layer below it (and so, transitively, every lower one), and compiles against an
+# include root of its own: build/include-layers/<layer>/trellis/ holds symlinks to its own and
+# the lower layers' header folders only, so an upward #include is a "No such file" error at
+# compile time, not a review comment. trellis_lib aggregates all layers for main() and tests.
+set(TRELLIS_LAYERS core kernels comm data nn parallel optim train)
+set(TRELLIS_LAYER_INCLUDE_ROOT ${CMAKE_BINARY_DIR}/include-layers)
+
+# Everything every layer needs: third-party targets and the build-wide definitions (they must
+# be the same in every translation unit, or inline functions would differ between layers).
+add_library(trellis_deps INTERFACE)
+target_link_libraries(trellis_deps INTERFACE trellis::kokkos trellis::kokkoskernels MPI::MPI_CXX
+                                             trellis::hdf5 Boost::program_options BLAS::BLAS
+                                             Threads::Threads ${CMAKE_DL_LIBS})
+if(TRELLIS_ENABLE_CUDA)
+  target_link_libraries(trellis_deps INTERFACE trellis::cuda)
+endif()
+if(TRELLIS_ENABLE_CUDNN)
+  target_link_libraries(trellis_deps INTERFACE trellis::cudnn)
+endif()
+if(TRELLIS_ENABLE_NCCL)
+  target_link_libraries(trellis_deps INTERFACE trellis::nccl)
+endif()
+target_compile_definitions(trellis_deps INTERFACE
+  TRELLIS_VERSION="${PROJECT_VERSION}"
+  $<$<BOOL:${TRELLIS_ENABLE_CUDA}>:TRELLIS_ENABLE_CUDA=1>
+  $<$<BOOL:${TRELLIS_ENABLE_NCCL}>:TRELLIS_ENABLE_NCCL=1>
+  $<$<BOOL:${TRELLIS_ENABLE_CUDNN}>:TRELLIS_ENABLE_CUDNN=1>)
+
+set(below "")
+foreach(layer IN LISTS TRELLIS_LAYERS)
+  # The include root: <root>/<layer>/trellis/{this layer, every lower layer} -> source headers.
+  set(root ${TRELLIS_LAYER_INCLUDE_ROOT}/${layer})
+  file(MAKE_DIRECTORY ${root}/trellis)  # links are overwritten in place at each configure
+  foreach(visible IN LISTS below ITEMS ${layer})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/trellis/${visible} ${root}/trellis/${visible}
+         SYMBOLIC)
+  endforeach()
+
+  file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${layer}/*.cpp)
+  add_library(trellis_${layer} STATIC ${sources})
+  target_include_directories(trellis_${layer} PUBLIC $<BUILD_INTERFACE:${root}>)
+  if(below)
+    list(GET below -1 previous)
+    target_link_libraries(trellis_${layer} PUBLIC trellis_${previous})
+  else()
+    target_link_libraries(trellis_${layer} PUBLIC trellis_deps)
+  endif()
+  trellis_set_warnings(trellis_${layer})
+  list(APPEND below ${layer})
+endforeach()
+
+string(REPLACE ";" " " TRELLIS_BLAS_STRING "${BLAS_LIBRARIES}")
+set_source_files_properties(src/train/build_info.cpp PROPERTIES COMPILE_DEFINITIONS
+  "TRELLIS_COMPILER=\"${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}\";TRELLIS_BLAS=\"${TRELLIS_BLAS_STRING}\";TRELLIS_BUILD_TYPE=\"${CMAKE_BUILD_TYPE}\"")
+
+# Everything but main(): what the executable and the tests link (the top layer sees all).
+add_library(trellis_lib INTERFACE)
+list(GET TRELLIS_LAYERS -1 top)
+target_link_libraries(trellis_lib INTERFACE trellis_${top})
