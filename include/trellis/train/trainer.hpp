@@ -1,4 +1,4 @@
-// Trainer: the training loop over the dp x tp process grid, for any nn::Model and data source.
+// Trainer: the training loop over the dp x tp x pp process grid, for any nn::Model and data source.
 //
 // Per optimizer step, on every rank:
 //   source -> this dp rank's block of the global batch (HDF5 hyperslab reads) -> upload
