@@ -63,11 +63,19 @@ std::uint64_t hash_file(const std::string& from, const std::string* to) {
   return hash.digest();
 }
 
-std::string sidecar_of(const std::string& target) { return target + ".source"; }
+// A hidden name next to target: no shard glob ("train-*", "*") matches a leading dot.
+std::string hidden_next_to(const std::string& target, const char* suffix) {
+  const std::filesystem::path path(target);
+  return (path.parent_path() / ("." + path.filename().string() + suffix)).string();
+}
 
 std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
 }  // namespace
+
+std::string staged_record_path(const std::string& target) {
+  return hidden_next_to(target, ".source");
+}
 
 void ContentHash::mix(std::uint64_t word) {
   state_ ^= rotl(word * 0x87c37b91114253d5ull, 31) * 0x4cf5ad432745937full;
@@ -109,10 +117,10 @@ std::uint64_t ContentHash::digest() const {
 
 void copy_and_record(const std::string& source, const std::string& target) {
   namespace fs = std::filesystem;
-  const std::string sidecar = sidecar_of(target);
+  const std::string sidecar = staged_record_path(target);
   fs::remove(sidecar);  // a crash below leaves no record, hence a new copy next time
   const FileIdentity before = identity_of(source);
-  const std::string partial = target + ".partial";
+  const std::string partial = hidden_next_to(target, ".partial");
   const std::uint64_t hash = hash_file(source, &partial);
   fs::rename(partial, target);
   const FileIdentity staged = identity_of(target);
@@ -134,7 +142,7 @@ void copy_and_record(const std::string& source, const std::string& target) {
 }
 
 bool staged_copy_is_current(const std::string& source, const std::string& target) {
-  std::ifstream in(sidecar_of(target));
+  std::ifstream in(staged_record_path(target));
   if (!in) return false;
   std::map<std::string, std::string> fields;  // key -> the rest of its line
   std::string line;

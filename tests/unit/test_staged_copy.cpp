@@ -84,8 +84,9 @@ TEST_CASE("a staged copy is reused only while it matches its source", "[staging]
   CHECK_FALSE(staged_copy_is_current(source, staged));  // nothing staged yet
   copy_and_record(source, staged);
   CHECK(read_all(staged) == contents);
-  CHECK(fs::exists(staged + ".source"));
-  CHECK_FALSE(fs::exists(staged + ".partial"));
+  CHECK(staged_record_path(staged) == (scratch.dir / ".staged.h5.source").string());
+  CHECK(fs::exists(staged_record_path(staged)));
+  CHECK_FALSE(fs::exists(scratch.dir / ".staged.h5.partial"));
   CHECK(staged_copy_is_current(source, staged));
 
   SECTION("the staged copy edited, same size") {
@@ -106,7 +107,7 @@ TEST_CASE("a staged copy is reused only while it matches its source", "[staging]
     CHECK_FALSE(staged_copy_is_current(elsewhere, staged));
   }
   SECTION("a copy without its record (staged by an older Trellis, or a crash)") {
-    fs::remove(staged + ".source");
+    fs::remove(staged_record_path(staged));
     CHECK_FALSE(staged_copy_is_current(source, staged));
   }
   // Copying again repairs it.

@@ -1,17 +1,21 @@
-// One staged file and its record (data.stage, staging.hpp): the copy <target> of <source>, and
-// the sidecar <target>.source that says what it was copied from, so that a later job reuses
-// the copy only while it is still a faithful copy of the source as it is now.
+// One staged file and its record (data.stage, staging.hpp): the copy <dir>/<name> of <source>,
+// and the sidecar <dir>/.<name>.source that says what it was copied from, so that a later job
+// reuses the copy only while it is still a faithful copy of the source as it is now. Both the
+// sidecar and the copy's temporary <dir>/.<name>.partial are hidden: no shard glob of the
+// directory ("train-*", "*") matches a leading dot.
 //
 // Sidecar (text, one "key value" per line):
 //   trellis-staged-copy 1
 //   source <source path, as given>
-//   source_size <bytes>            source_mtime_ns <st_mtim in ns>
-//   hash <16 hex digits>           (content_hash of the bytes copied)
-//   staged_size <bytes>            staged_mtime_ns <the copy's st_mtim in ns after the rename>
-// (one key per line). Reuse needs every field to match: the same source path, size and mtime
-// (the source was not replaced or edited), the copy's size and mtime (nobody touched it), and
-// the copy's content hash (re-read from node-local storage, so also an edit that kept the
-// mtime is caught). Anything else, a missing or unreadable sidecar included, means a new copy.
+//   source_size <bytes>
+//   source_mtime_ns <st_mtim in ns>
+//   hash <16 hex digits: ContentHash of the bytes copied>
+//   staged_size <bytes>
+//   staged_mtime_ns <the copy's st_mtim in ns after the rename>
+// Reuse needs every field to match: the same source path, size and mtime (the source was not
+// replaced or edited), the copy's size and mtime (nobody touched it), and the copy's content
+// hash (re-read from node-local storage, so even an edit that kept the mtime is caught).
+// Anything else, a missing or unreadable sidecar included, means a new copy.
 #pragma once
 
 #include <cstddef>
@@ -35,8 +39,11 @@ class ContentHash {
   std::size_t pending_size_ = 0;
 };
 
-// Copies source to target (through target.partial and a rename, so a half-copied file never
-// looks staged), hashing while copying, then writes target.source. Throws std::runtime_error
+// <dir>/.<name>.source for target <dir>/<name>.
+std::string staged_record_path(const std::string& target);
+
+// Copies source to target (through a hidden .partial file and a rename, so a half-copied file never
+// looks staged), hashing while copying, then writes its record. Throws std::runtime_error
 // naming the file on any I/O failure.
 void copy_and_record(const std::string& source, const std::string& target);
 
