@@ -12,6 +12,11 @@ MPIEXEC_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --oversubs
 # Debian's python3 has numpy and h5py; the first python3 on PATH may not.
 PYTHON     ?= $(or $(wildcard /usr/bin/python3),python3)
 FASHION_MNIST_SRC ?= /usr/share/datasets/fashion-mnist
+# The ranks cannot tell a terminal from a log (mpiexec gives them a pseudo-terminal either
+# way), so the demos decide where the recipe's stdout really goes: a progress bar on a
+# terminal, plain lines into `make demo > demo.log`. It must be the recipe's own shell that
+# tests: $(shell ...) and $(...) would test the pipe they read from.
+DEMO_PROGRESS = progress=lines; if test -t 1; then progress=bar; fi;
 
 .PHONY: all deps configure build test demo demo-cnn demo-gpt bench clean
 
@@ -33,7 +38,8 @@ $(DATA_DIR)/train.h5 $(DATA_DIR)/test.h5:
 	$(PYTHON) tools/idx_to_hdf5.py --src $(FASHION_MNIST_SRC) --out-dir $(DATA_DIR)
 
 demo: build $(DATA_DIR)/train.h5
-	OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) $(BUILD_DIR)/trellis train \
+	$(DEMO_PROGRESS) OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) \
+	  $(BUILD_DIR)/trellis train --log.progress=$$progress \
 	  --config inputs/fashion_mlp.ini --data.train=$(DATA_DIR)/train.h5 --data.test=$(DATA_DIR)/test.h5
 
 $(TEXT_DIR)/train.h5:
@@ -41,11 +47,13 @@ $(TEXT_DIR)/train.h5:
 
 # The CNN and GPT demos of inputs/fashion_cnn.ini and inputs/gpt_char.ini (minutes on 2 cores).
 demo-cnn: build $(DATA_DIR)/train.h5
-	OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) $(BUILD_DIR)/trellis train \
+	$(DEMO_PROGRESS) OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) \
+	  $(BUILD_DIR)/trellis train --log.progress=$$progress \
 	  --config inputs/fashion_cnn.ini --data.train=$(DATA_DIR)/train.h5 --data.test=$(DATA_DIR)/test.h5
 
 demo-gpt: build $(TEXT_DIR)/train.h5
-	OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) $(BUILD_DIR)/trellis train \
+	$(DEMO_PROGRESS) OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) \
+	  $(BUILD_DIR)/trellis train --log.progress=$$progress \
 	  --config inputs/gpt_char.ini --data.train=$(TEXT_DIR)/train.h5 --data.test=$(TEXT_DIR)/val.h5
 	$(BUILD_DIR)/trellis generate --weights runs/gpt_char/model.h5 --prompt "It is a truth " \
 	  --tokens 300 --top-k 10 --temperature 0.8 --seed 1

@@ -183,6 +183,9 @@ int run(int argc, char** argv, int rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // FUNNELED is all Trellis needs: every MPI call comes from the main thread (Kokkos' host
+  // threads never call MPI, and the watchdog thread ends the process without MPI, see
+  // train/watchdog.hpp). A library that gives less cannot run it correctly: say so and stop.
   int provided = 0;
   if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "error: MPI_Init_thread failed\n");
@@ -190,6 +193,15 @@ int main(int argc, char** argv) {
   }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (provided < MPI_THREAD_FUNNELED) {
+    std::fprintf(stderr,
+                 "[rank %d] error: the MPI library provides thread support level %d, below "
+                 "MPI_THREAD_FUNNELED (%d), which Trellis needs (MPI from the main thread while "
+                 "other threads run); use an MPI build with thread support\n",
+                 rank, provided, MPI_THREAD_FUNNELED);
+    MPI_Finalize();
+    return 1;
+  }
   const trellis::Logger log(rank);
   int code = 0;
   try {

@@ -4,6 +4,7 @@
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/data/shard_paths.hpp"
+#include "trellis/data/staged_copy.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -33,13 +34,8 @@ std::string stage_to_node_local(const std::string& spec, const std::string& dir,
     try {
       fs::create_directories(target);
       for (const std::string& file : files) {
-        const fs::path to = fs::path(target) / fs::path(file).filename();
-        std::error_code ec;
-        if (fs::exists(to, ec) && fs::file_size(to, ec) == fs::file_size(file)) continue;
-        // Copy under a temporary name, then rename: a half-copied file never looks staged.
-        const fs::path partial = to.string() + ".partial";
-        fs::copy_file(file, partial, fs::copy_options::overwrite_existing);
-        fs::rename(partial, to);
+        const std::string to = (fs::path(target) / fs::path(file).filename()).string();
+        if (!staged_copy_is_current(file, to)) copy_and_record(file, to);
       }
     } catch (const std::exception& e) {
       problem =

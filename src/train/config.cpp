@@ -117,7 +117,8 @@ const std::vector<ConfigKey>& config_schema() {
       {"early_stop.patience", "3", "evaluations without improvement before stopping"},
       {"early_stop.min_delta", "0", "smallest change that counts as an improvement"},
       {"log.progress", "auto",
-       "auto (a progress bar when stdout is a terminal, else lines) | bar | lines"},
+       "auto (a bar when stdout is a terminal and no MPI launcher started the process: "
+       "mpirun's ranks always see a terminal) | bar | lines"},
       {"fault.timeout_s", "0",
        "watchdog: abort the job when a rank makes no progress for this long; 0 = off"},
       {"fault.nonfinite", "skip",

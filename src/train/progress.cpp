@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace trellis {
@@ -14,9 +15,30 @@ double now() {
 }
 }  // namespace
 
-bool want_progress_bar(const char* mode, int rank) {
+bool started_by_mpi_launcher(const std::function<const char*(const char*)>& get_env) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    const char* value = get_env(name);
+    if (value != nullptr && *value != '\0') return true;
+  }
+  return false;
+}
+
+ConsoleFacts console_facts() {
+  ConsoleFacts facts;
+  facts.stdout_is_tty = isatty(STDOUT_FILENO) == 1;
+  facts.under_mpi_launcher =
+      started_by_mpi_launcher([](const char* name) -> const char* { return std::getenv(name); });
+  return facts;
+}
+
+bool want_progress_bar(const char* mode, int rank, const ConsoleFacts& facts) {
   if (rank != 0 || std::strcmp(mode, "lines") == 0) return false;
-  return std::strcmp(mode, "bar") == 0 || isatty(STDOUT_FILENO) == 1;
+  if (std::strcmp(mode, "bar") == 0) return true;
+  return facts.stdout_is_tty && !facts.under_mpi_launcher;
+}
+
+bool want_progress_bar(const char* mode, int rank) {
+  return want_progress_bar(mode, rank, console_facts());
 }
 
 void ProgressBar::update(std::int64_t epoch, std::int64_t step, std::int64_t total_steps,

@@ -1,9 +1,14 @@
 #include "trellis/train/stop_control.hpp"
 
+#include "trellis/core/error.hpp"
+
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <limits>
+#include <string>
 
 namespace trellis {
 
@@ -13,13 +18,22 @@ volatile std::sig_atomic_t g_signal = 0;  // the handler's only side effect
 
 extern "C" void on_stop_signal(int signum) { g_signal = signum; }
 
+// The handler stays installed for the rest of the process (no SA_RESETHAND, nothing ever
+// re-arms SIG_DFL): a second or third signal, e.g. while the checkpoint is being written, only
+// sets the flag again and can never take the default action, which would kill the rank
+// mid-write. SA_RESTART: a signal during a write or an MPI call does not fail it. Both stop
+// signals are blocked while the handler runs, so they never nest.
 void install_handlers() {
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;  // a signal during a write or an MPI call does not fail it
-  sigaction(SIGUSR1, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  sigaddset(&action.sa_mask, SIGUSR1);
+  sigaddset(&action.sa_mask, SIGTERM);
+  action.sa_flags = SA_RESTART;
+  for (const int signum : {SIGUSR1, SIGTERM})
+    if (sigaction(signum, &action, nullptr) != 0)
+      throw Error(std::string("cannot install the handler for ") + strsignal(signum) + ": " +
+                  std::strerror(errno));
 }
 
 double slurm_end_time() {

@@ -1,6 +1,6 @@
 #include "trellis/train/watchdog.hpp"
 
-#include <mpi.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -41,13 +41,22 @@ void Watchdog::watch() {
   while (!wake_.wait_for(lock, period, [this] { return stopping_; })) {
     const double last = last_beat_.load();
     if (last <= 0.0 || now_seconds() - last < timeout_s_) continue;
-    std::fprintf(stderr,
-                 "[rank %d] error: watchdog: no progress for %.0f s (fault.timeout_s) in phase "
-                 "'%s': another rank has probably died or hangs; aborting the job\n",
-                 rank_, now_seconds() - last, phase_.load());
-    std::fflush(stderr);
-    // From this thread on purpose: the main thread is the one that is stuck.
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    char message[256];
+    const int length = std::snprintf(
+        message, sizeof message,
+        "[rank %d] error: watchdog: no progress for %.0f s (fault.timeout_s) in phase '%s': "
+        "another rank has probably died or hangs; aborting the job\n",
+        rank_, now_seconds() - last, phase_.load());
+    if (length > 0) {
+      const auto size = static_cast<std::size_t>(length) < sizeof message
+                            ? static_cast<std::size_t>(length)
+                            : sizeof message - 1;
+      // Best effort: the process ends next whether or not stderr takes the message.
+      [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, message, size);
+    }
+    // From this thread on purpose (the main thread is the one that is stuck), and without MPI
+    // (see watchdog.hpp): the launcher ends the other ranks when this one exits.
+    ::_exit(kWatchdogExitCode);
   }
 }
 

@@ -1,5 +1,6 @@
 // MPI test runner: every rank runs the same Catch2 tests; a test binary fails if any rank
-// failed, so ctest sees one verdict. Only rank 0 prints Catch's report unless a rank fails.
+// failed, so ctest sees one verdict. Every rank prints its own Catch report (their lines may
+// interleave; a failure names the rank's assertion), then rank 0 prints the overall verdict.
 #define CATCH_CONFIG_RUNNER
 #include "catch.hpp"
 

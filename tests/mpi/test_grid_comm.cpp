@@ -6,6 +6,8 @@
 
 #include <mpi.h>
 
+#include <type_traits>
+
 using namespace trellis;
 
 namespace {
@@ -20,6 +22,12 @@ int world_rank() {
   return rank;
 }
 }  // namespace
+
+// Its Communicators refer to its own MpiComm members: a copy or a move would dangle.
+static_assert(!std::is_copy_constructible<ProcessGrid>::value, "ProcessGrid must be pinned");
+static_assert(!std::is_copy_assignable<ProcessGrid>::value, "ProcessGrid must be pinned");
+static_assert(!std::is_move_constructible<ProcessGrid>::value, "ProcessGrid must be pinned");
+static_assert(!std::is_move_assignable<ProcessGrid>::value, "ProcessGrid must be pinned");
 
 TEST_CASE("sub-communicators match the grid layout for every factorisation", "[grid_mpi]") {
   const int world = world_size();

@@ -42,3 +42,28 @@ TEST_CASE("time limits leave a margin and one step", "[stop]") {
   const StopControl unlimited(0.0, 30.0);
   CHECK(unlimited.local_reason(1e6) == StopReason::none);
 }
+
+TEST_CASE("repeated stop signals never reach the default action", "[stop]") {
+  // As when a second SIGUSR1/SIGTERM arrives while the checkpoint is being written: the
+  // handler stays installed (a default action would kill the rank mid-write).
+  const StopControl control(0.0, 60.0);
+  StopControl::raise_flag(0);
+  for (int round = 0; round < 3; ++round) {
+    for (const int signum : {SIGUSR1, SIGTERM}) {
+      std::raise(signum);
+      CHECK(StopControl::received_signal() == signum);
+    }
+  }
+  for (const int signum : {SIGUSR1, SIGTERM}) {
+    struct sigaction current {};
+    REQUIRE(sigaction(signum, nullptr, &current) == 0);
+    CHECK(current.sa_handler != SIG_DFL);
+    CHECK(current.sa_handler != SIG_IGN);
+    CHECK((current.sa_flags & SA_RESTART) != 0);
+    CHECK((current.sa_flags & SA_RESETHAND) == 0);
+    CHECK(sigismember(&current.sa_mask, SIGUSR1) == 1);
+    CHECK(sigismember(&current.sa_mask, SIGTERM) == 1);
+  }
+  CHECK(control.local_reason(1.0) == StopReason::signal);
+  StopControl::raise_flag(0);
+}

@@ -18,6 +18,12 @@ class ProcessGrid {
   // Collective over `world`. Throws ConfigError (on every rank alike) when tp x pp does not
   // divide the world size.
   ProcessGrid(MPI_Comm world, int tp, int pp, CommBackend backend = CommBackend::mpi);
+  // Pinned: the Communicators hold references to axis_comms_ and embedding_comm_, which a
+  // copy or a move would leave behind. Hold it by unique_ptr to hand it around.
+  ProcessGrid(const ProcessGrid&) = delete;
+  ProcessGrid& operator=(const ProcessGrid&) = delete;
+  ProcessGrid(ProcessGrid&&) = delete;
+  ProcessGrid& operator=(ProcessGrid&&) = delete;
 
   const GridLayout& layout() const { return layout_; }
   const GridCoords& coords() const { return coords_; }

@@ -6,7 +6,8 @@
 // "unable to open file: name = 'x.h5', errno = 2 ...") goes into the exception text.
 //
 // Not thread-safe: Debian's and most cluster HDF5 builds are not built thread-safe, so all
-// HDF5 calls of a process must come from one thread at a time (the loader thread owns them).
+// HDF5 calls of a process must come from one thread at a time. Today that is the main thread
+// (reads happen inline in the training loop); a future background loader must own them all.
 #pragma once
 
 #include "trellis/core/error.hpp"

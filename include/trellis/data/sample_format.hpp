@@ -2,7 +2,7 @@
 // (sample_dataset.hpp, which documents the format) and the writer (sample_writer.hpp).
 #pragma once
 
-#include "trellis/core/tensor.hpp"
+#include "trellis/core/shape.hpp"
 
 #include <cstdint>
 #include <string>

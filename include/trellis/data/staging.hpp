@@ -1,8 +1,9 @@
 // Node-local staging of the input (data.stage): before training, one rank per node copies
 // the dataset files (a file, or every shard a glob names) into a node-local directory (the
 // job's $TMPDIR or an NVMe mount), and every rank then reads from there instead of the shared
-// file system. Files already there with the same size are not copied again (a requeued job
-// on the same node, or several runs of a sweep).
+// file system. A copy already there is reused (a requeued job on the same node, or several
+// runs of a sweep) only while its record says it is an intact copy of the source as the
+// source is now (staged_copy.hpp): a stale or edited file in a shared /tmp is copied again.
 #pragma once
 
 #include <mpi.h>

@@ -33,7 +33,7 @@
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
-#include "trellis/core/tensor.hpp"
+#include "trellis/core/shape.hpp"
 #include "trellis/kernels/views.hpp"
 #include "trellis/nn/init.hpp"
 

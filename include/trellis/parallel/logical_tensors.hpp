@@ -8,7 +8,7 @@
 
 #include "trellis/comm/communicator.hpp"
 #include "trellis/comm/mpi_comm.hpp"
-#include "trellis/core/tensor.hpp"
+#include "trellis/core/shape.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
 #include <string>

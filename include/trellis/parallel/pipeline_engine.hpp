@@ -10,11 +10,12 @@
 //
 // Transfers follow Megatron-LM's non-interleaved 1F1B (GPipe is its all-warm-up case): every
 // exchange is one Communicator group (send the output and receive what the next pass needs
-// at once), so neighbouring stages never wait on each other in a cycle. Per exchange:
-//   recv_forward   prev -> this   activations [n rows, input width]
-//   send_forward   this -> next   the stage output
-//   recv_backward  next -> this   its gradient
-//   send_backward  this -> prev   the gradient of this stage's input
+// at once), so neighbouring stages never wait on each other in a cycle. An exchange moves any
+// of (see exchange()):
+//   input        prev -> this   activations [n rows, input width]
+//   output       this -> next   the stage output
+//   output grad  next -> this   its gradient
+//   input grad   this -> prev   the gradient of this stage's input
 // Message sizes follow from the micro-batch sizes, which every stage knows (the same data
 // source on every stage of a dp rank), so nothing but the tensors travels.
 #pragma once
@@ -76,7 +77,6 @@ class PipelineEngine {
   nn::Model& model(int slot = 0) { return *models_.at(static_cast<std::size_t>(slot)); }
 
  private:
-  void recv_forward(int k, const MicroBatch& mb, StageTimes& times);
   void forward(int k, const MicroBatch& mb, float scale, StageSums& sums, StageTimes& times);
   void backward(int k, const MicroBatch& mb, StageTimes& times);
   // One group: optionally send slot k's output forward / its input gradient backward, and

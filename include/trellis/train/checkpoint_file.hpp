@@ -36,7 +36,7 @@
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
-#include "trellis/core/tensor.hpp"
+#include "trellis/core/shape.hpp"
 #include "trellis/data/hdf5_tuning.hpp"
 #include "trellis/kernels/random_fill.hpp"
 #include "trellis/nn/parameter_store.hpp"

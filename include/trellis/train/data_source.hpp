@@ -3,7 +3,7 @@
 // data format (labelled samples, token streams); the trainer does not know which it drives.
 #pragma once
 
-#include "trellis/core/tensor.hpp"
+#include "trellis/core/shape.hpp"
 #include "trellis/train/batch_buffers.hpp"
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// Trainer: wires the parts of a training run together and runs the loop over steps.
+// Trainer: wires the parts of a training run over the dp x tp x pp process grid together and
+// runs the loop over steps.
 //
 //   setup      process grid -> node-local staging -> datasets -> TrainingModel (layers,
 //              pipeline engine, dp reduction, optimizer, schedule) -> performance model ->
