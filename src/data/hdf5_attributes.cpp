@@ -94,6 +94,26 @@ std::vector<double> read_float_attribute(hid_t object, const char* name) {
   return values;
 }
 
+std::int64_t check_file_format(hid_t file, const char* expected_format, int max_version,
+                               const std::string& hint) {
+  const std::string quoted = std::string("\"") + expected_format + "\"";
+  if (!has_attribute(file, "format"))
+    throw InputError("attribute 'format' is missing (expected " + quoted +
+                     (hint.empty() ? "" : "; " + hint) + ")");
+  const std::string format = read_string_attribute(file, "format");
+  if (format != expected_format)
+    throw InputError("attribute 'format': expected " + quoted + ", found \"" + format + "\"" +
+                     (hint.empty() ? "" : " (" + hint + ")"));
+  const std::int64_t version = read_int_attribute(file, "format_version");
+  if (version < 1 || version > max_version)
+    throw InputError("attribute 'format_version': expected " +
+                     (max_version == 1 ? std::string("1") : "1.." + std::to_string(max_version)) +
+                     ", found " + std::to_string(version) + " (this build reads " +
+                     std::string(expected_format) + " versions 1.." + std::to_string(max_version) +
+                     ")");
+  return version;
+}
+
 void write_string_attribute(hid_t object, const char* name, const std::string& value) {
   H5Type type(TRELLIS_H5(H5Tcopy(H5T_C_S1)));
   TRELLIS_H5(H5Tset_size(type.get(), H5T_VARIABLE));

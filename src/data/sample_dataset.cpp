@@ -11,8 +11,6 @@ namespace trellis {
 
 namespace {
 
-std::string quoted(const std::string& text) { return "\"" + text + "\""; }
-
 std::string values_string(const std::vector<float>& values) {
   std::ostringstream out;
   out << "[";
@@ -31,20 +29,8 @@ struct ShardInfo {
 };
 
 void check_format_attributes(hid_t file, ShardInfo& info) {
-  if (!has_attribute(file, "format")) {
-    throw InputError(std::string("attribute 'format' is missing (expected ") +
-                     quoted(kSampleFormat) + "; convert data with tools/idx_to_hdf5.py)");
-  }
-  const std::string format = read_string_attribute(file, "format");
-  if (format != kSampleFormat) {
-    throw InputError(std::string("attribute 'format': expected ") + quoted(kSampleFormat) +
-                     ", found " + quoted(format));
-  }
-  const std::int64_t version = read_int_attribute(file, "format_version");
-  if (version != kSampleFormatVersion) {
-    throw InputError("attribute 'format_version': expected " +
-                     std::to_string(kSampleFormatVersion) + ", found " + std::to_string(version));
-  }
+  check_file_format(file, kSampleFormat, kSampleFormatVersion,
+                    "convert data with tools/idx_to_hdf5.py");
   const std::int64_t classes = read_int_attribute(file, "num_classes");
   if (classes <= 0 || classes > (std::int64_t{1} << 30)) {
     throw InputError("attribute 'num_classes': expected a positive integer, found " +

@@ -9,23 +9,6 @@ namespace {
 
 std::string quoted(const std::string& text) { return "\"" + text + "\""; }
 
-void check_format(hid_t file) {
-  if (!has_attribute(file, "format")) {
-    throw InputError(std::string("attribute 'format' is missing (expected ") +
-                     quoted(kTokenFormat) + "; convert text with tools/text_to_tokens.py)");
-  }
-  const std::string format = read_string_attribute(file, "format");
-  if (format != kTokenFormat) {
-    throw InputError(std::string("attribute 'format': expected ") + quoted(kTokenFormat) +
-                     ", found " + quoted(format));
-  }
-  const std::int64_t version = read_int_attribute(file, "format_version");
-  if (version != kTokenFormatVersion) {
-    throw InputError("attribute 'format_version': expected " + std::to_string(kTokenFormatVersion) +
-                     ", found " + std::to_string(version));
-  }
-}
-
 void read_declarations(hid_t file, TokenFileSpec& spec) {
   spec.vocab_size = read_int_attribute(file, "vocab_size");
   if (spec.vocab_size <= 0 || spec.vocab_size > kMaxTokenVocab) {
@@ -86,7 +69,8 @@ TokenShard open_token_shard(const std::string& path, hid_t fapl, hid_t dapl) {
                        hdf5_error_detail());
     }
     shard.file = H5File(file_id);
-    check_format(shard.file.get());
+    check_file_format(shard.file.get(), kTokenFormat, kTokenFormatVersion,
+                      "convert text with tools/text_to_tokens.py");
     read_declarations(shard.file.get(), shard.spec);
     shard.data = open_tokens(shard.file.get(), dapl, shard);
   } catch (const Error& e) {  // HDF5 failures and format violations alike name the file

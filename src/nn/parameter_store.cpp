@@ -18,39 +18,63 @@ ShardSpec ShardSpec::split(int dim, int parts, int index, int sections) {
   return s;
 }
 
+bool ShardSpec::divides(const Shape& logical) const {
+  for (std::int64_t d : logical)
+    if (d < 0) return false;
+  if (!sharded()) return true;
+  if (static_cast<std::size_t>(dim) >= logical.size()) return false;
+  const std::int64_t divisor = static_cast<std::int64_t>(sections) * parts;
+  return sections >= 1 && logical[static_cast<std::size_t>(dim)] % divisor == 0;
+}
+
+Shape ShardSpec::piece_shape(const Shape& logical) const {
+  for (std::int64_t d : logical)
+    if (d < 0) throw Error("negative extent in shape " + shape_string(logical));
+  if (!sharded()) return logical;
+  if (static_cast<std::size_t>(dim) >= logical.size() || index < 0 || index >= parts ||
+      sections < 1)
+    throw Error("bad shard spec (dim " + std::to_string(dim) + ", parts " + std::to_string(parts) +
+                ", index " + std::to_string(index) + ", sections " + std::to_string(sections) +
+                ") for shape " + shape_string(logical));
+  if (!divides(logical))
+    throw Error("shape " + shape_string(logical) + ": dim " + std::to_string(dim) +
+                " cannot be split " + std::to_string(sections) + " x " + std::to_string(parts) +
+                " ways");
+  Shape piece = logical;
+  piece[static_cast<std::size_t>(dim)] = logical[static_cast<std::size_t>(dim)] / parts;
+  return piece;
+}
+
+kernels::ShardIndexMap ShardSpec::index_map(const Shape& logical) const {
+  piece_shape(logical);  // validates
+  kernels::ShardIndexMap map;
+  if (!sharded()) return map;
+  const auto d = static_cast<std::size_t>(dim);
+  std::uint64_t inner = 1;
+  for (std::size_t k = d + 1; k < logical.size(); ++k)
+    inner *= static_cast<std::uint64_t>(logical[k]);
+  map.inner = inner;
+  map.sections = static_cast<std::uint64_t>(sections);
+  map.parts = static_cast<std::uint64_t>(parts);
+  map.index = static_cast<std::uint64_t>(index);
+  map.piece = static_cast<std::uint64_t>(logical[d]) / (map.sections * map.parts);
+  return map;
+}
+
 namespace {
 
 Shape local_shape(const std::string& name, const Shape& logical, const ShardSpec& shard) {
-  if (!shard.sharded()) return logical;
+  if (!shard.sharded()) return shard.piece_shape(logical);  // throws on negative extents
   TRELLIS_REQUIRE(static_cast<std::size_t>(shard.dim) < logical.size(),
                   "\"" + name + "\": shard dim out of range");
-  const std::int64_t extent = logical[static_cast<std::size_t>(shard.dim)];
-  const std::int64_t divisor = static_cast<std::int64_t>(shard.sections) * shard.parts;
-  if (extent % divisor != 0)
+  if (!shard.divides(logical))
     throw ConfigError(
         "parameter \"" + name + "\" " + shape_string(logical) + ": dim " +
-        std::to_string(shard.dim) + " (" + std::to_string(extent) + ") cannot be split " +
+        std::to_string(shard.dim) + " (" +
+        std::to_string(logical[static_cast<std::size_t>(shard.dim)]) + ") cannot be split " +
         (shard.sections > 1 ? std::to_string(shard.sections) + " x " : "") +
         std::to_string(shard.parts) + " ways (parallel.tp = " + std::to_string(shard.parts) + ")");
-  Shape local = logical;
-  local[static_cast<std::size_t>(shard.dim)] = extent / shard.parts;
-  return local;
-}
-
-// Where this rank's elements sit in the logical tensor (kernels::ShardIndexMap).
-kernels::ShardIndexMap index_map(const ParamInfo& p) {
-  kernels::ShardIndexMap map;
-  if (!p.shard.sharded()) return map;
-  const auto dim = static_cast<std::size_t>(p.shard.dim);
-  std::uint64_t inner = 1;
-  for (std::size_t k = dim + 1; k < p.logical_shape.size(); ++k)
-    inner *= static_cast<std::uint64_t>(p.logical_shape[k]);
-  map.inner = inner;
-  map.sections = static_cast<std::uint64_t>(p.shard.sections);
-  map.parts = static_cast<std::uint64_t>(p.shard.parts);
-  map.index = static_cast<std::uint64_t>(p.shard.index);
-  map.piece = static_cast<std::uint64_t>(p.logical_shape[dim]) / (map.sections * map.parts);
-  return map;
+  return shard.piece_shape(logical);
 }
 
 }  // namespace
@@ -133,7 +157,7 @@ void ParameterStore::initialize(std::size_t i) {
   const ParamInfo& p = info(i);
   const kernels::Vector x = param_vector(i);
   const std::uint64_t stream = stream_from_name(p.name);
-  const kernels::ShardIndexMap map = index_map(p);
+  const kernels::ShardIndexMap map = p.shard.index_map(p.logical_shape);
   using Kind = InitSpec::Kind;
   switch (p.init.kind) {
     case Kind::zeros:

@@ -126,8 +126,11 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
   const std::string& mode = config_.ckpt.resume;
   if (mode == "none") return std::nullopt;
   const bool automatic = mode == "auto";
-  const std::vector<std::string> candidates =
-      automatic ? list_checkpoints(config_.ckpt.dir) : std::vector<std::string>{mode};
+  const CheckpointListing listing =
+      automatic ? scan_checkpoints(config_.ckpt.dir) : CheckpointListing{{mode}, {}};
+  if (grid_.rank() == 0)
+    for (const std::string& warning : listing.warnings) log_.warn("resume: " + warning);
+  const std::vector<std::string>& candidates = listing.dirs;
   if (candidates.empty()) {
     log_.info("resume: no checkpoint in " + config_.ckpt.dir + ", starting from step 0");
     return std::nullopt;

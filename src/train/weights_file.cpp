@@ -1,8 +1,12 @@
 #include "trellis/train/weights_file.hpp"
 
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/durable_file.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/data/hdf5.hpp"
 #include "trellis/data/hdf5_attributes.hpp"
+#include "trellis/train/agreement.hpp"
+#include "trellis/train/tensor_file.hpp"
 
 #include <cstdio>
 #include <vector>
@@ -11,21 +15,47 @@ namespace trellis {
 
 namespace {
 
-constexpr const char* kWeightsFormat = "trellis.weights";
-
 H5File open_for_reading(const std::string& path) {
   hdf5_quiet();
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) throw InputError(path + ": cannot open weights file: " + hdf5_error_detail());
   H5File file(id);
-  if (!has_attribute(file.get(), "format") ||
-      read_string_attribute(file.get(), "format") != kWeightsFormat)
-    throw InputError(path + ": attribute 'format': expected \"" + std::string(kWeightsFormat) +
-                     "\" (is this a trellis weights file?)");
+  try {
+    check_file_format(file.get(), kWeightsFormat, kWeightsFormatVersion,
+                      "is this a trellis weights file?");
+  } catch (const Error& e) {
+    throw InputError(path + ": " + e.what());
+  }
   return file;
 }
 
+void write_weights_root(hid_t file, const std::string& config_ini) {
+  write_string_attribute(file, "format", kWeightsFormat);
+  write_int_attribute(file, "format_version", kWeightsFormatVersion);
+  write_string_attribute(file, "config", config_ini);
+}
+
 }  // namespace
+
+void write_weights_file(const std::string& path, const std::vector<TensorPiece>& pieces,
+                        const std::string& config_ini, MPI_Comm comm, const Hdf5Tuning& tuning) {
+  int rank = 0;
+  TRELLIS_MPI(MPI_Comm_rank(comm, &rank));
+  const std::string tmp = path + ".tmp";
+  PhaseFailure failure;
+  try {
+    write_tensor_file(
+        tmp, pieces, [&](hid_t file) { write_weights_root(file, config_ini); },
+        {"params", "buffers"}, comm, tuning);
+    capture(failure, PhaseFailure::kWhole, path + ": ", false, [&] {
+      if (rank == 0) publish_by_rename(tmp, path);
+    });
+    agree(comm, failure);
+  } catch (...) {
+    if (rank == 0) std::remove(tmp.c_str());  // best effort
+    throw;
+  }
+}
 
 void save_weights(const std::string& path, const std::vector<HostTensor>& params,
                   const std::vector<nn::NamedBuffer>& buffers, const std::string& config_ini) {
@@ -33,9 +63,7 @@ void save_weights(const std::string& path, const std::vector<HostTensor>& params
   const std::string tmp = path + ".tmp";
   {
     H5File file(TRELLIS_H5(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)));
-    write_string_attribute(file.get(), "format", kWeightsFormat);
-    write_int_attribute(file.get(), "format_version", 1);
-    write_string_attribute(file.get(), "config", config_ini);
+    write_weights_root(file.get(), config_ini);
     H5Handle<H5Gclose> group(
         TRELLIS_H5(H5Gcreate2(file.get(), "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
     for (const HostTensor& param : params) {
@@ -61,8 +89,7 @@ void save_weights(const std::string& path, const std::vector<HostTensor>& params
     }
     TRELLIS_H5(H5Fflush(file.get(), H5F_SCOPE_GLOBAL));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error("cannot rename '" + tmp + "' to '" + path + "'");
+  publish_by_rename(tmp, path);
 }
 
 std::string read_weights_config(const std::string& path) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checkpoint and resume: a run stopped by a preemption signal mid-epoch and resumed continues
 # bitwise-identically (every step's loss and the final parameters); checkpoints load on other
-# layouts (dp 4 -> 2 -> 1, and GPT tp2 x pp2 -> dp2 -> 1); a corrupt newest checkpoint makes
-# --resume auto fall back to the previous one; a rank killed during a checkpoint write leaves
+# layouts (dp 4 -> 2 -> 1, and GPT tp2 x pp2 -> dp2 -> 1); a corrupt newest checkpoint (a
+# flipped bit, or an edited `step` attribute) makes --resume auto fall back to the previous one; a rank killed during a checkpoint write leaves
 # the previous checkpoint usable; a checkpoint of another model is refused (exit 3) before
 # anything in run.dir is touched.
 source "$(dirname "$0")/common.sh"
@@ -68,6 +68,17 @@ trellis_run 2 "${mlp[@]}" --ckpt.interval_steps=10 --run.dir="$WORK/flip" --resu
 grep -q "step-0000020 is unusable" "$WORK/flip2.log" || fail "no warning about the corrupt checkpoint"
 grep -q "resume: .*step-0000010" "$WORK/flip2.log" || fail "did not fall back to step 10"
 $py "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 30 "$WORK/straight" "$WORK/flip"
+
+# 3b. The newest checkpoint's `step` attribute edited to 999: its info_checksum no longer
+#     matches, so --resume auto warns and falls back instead of resuming at step 999.
+$py - "$WORK/flip/checkpoints/step-0000030/state.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    f.attrs["step"] = np.int64(999)
+PY
+trellis_run 2 "${mlp[@]}" --ckpt.interval_steps=10 --run.dir="$WORK/flip" --resume auto > "$WORK/step2.log" 2>&1
+grep -q "step-0000030 is unusable.*info_checksum" "$WORK/step2.log" || fail "no warning about the edited step: $(grep resume "$WORK/step2.log")"
+grep -q "resume: .*step-0000020" "$WORK/step2.log" || fail "did not fall back to step 20"
 
 # 4. Rank 1 killed (SIGKILL) while the step-20 checkpoint is being written: the job ends,
 #    step 10 stays the newest usable checkpoint, and the resumed run matches.

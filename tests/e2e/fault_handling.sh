@@ -2,7 +2,9 @@
 # Faults end the whole job quickly and loudly, never hang it: an exception on one of 4 ranks,
 # a hung rank (the watchdog, fault.timeout_s), a time limit (checkpoint, exit 75); non-finite
 # gradients are skipped with a warning, or abort (fault.nonfinite = abort); a truncated data
-# file is refused on every rank with exit 3.
+# file is refused on every rank with exit 3; a disk that fills up during a 2-rank checkpoint
+# ends the job (message naming the file, .tmp removed, `latest` untouched; needs root for a
+# small tmpfs, skipped otherwise).
 TRELLIS_RUN_TIMEOUT=90  # a hang must fail the test quickly, not after the default 600 s
 source "$(dirname "$0")/common.sh"
 mlp=(train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" --data.train="$FASHION_DIR/train.h5"
@@ -48,4 +50,21 @@ code=0
 trellis_run 2 "${mlp[@]}" --data.train="$WORK/truncated.h5" --run.dir="$WORK/trunc" > "$WORK/trunc.log" 2>&1 || code=$?
 [[ $code -eq 3 ]] || fail "truncated file: exit $code, expected 3: $(cat "$WORK/trunc.log")"
 [[ $(grep -c "truncated.h5" "$WORK/trunc.log") -ge 2 ]] || fail "not every rank named the file: $(cat "$WORK/trunc.log")"
+# A full disk during a checkpoint at 2 ranks: before the fix one rank left the tensor loop and
+# the other waited in the next collective H5Dcreate forever.
+small="$WORK/small"
+mkdir -p "$small"
+if [[ $(id -u) -eq 0 ]] && mount -t tmpfs -o size=3M tmpfs "$small" 2> /dev/null; then
+  trap 'umount "$small" 2> /dev/null || true; rm -rf "$WORK"' EXIT
+  timed_failure 2 "$WORK/full.log" 60 "${mlp[@]}" --sched.warmup_steps=0 --model.hidden=128 \
+    --ckpt.interval_steps=5 --ckpt.keep=0 --train.max_steps=40 --ckpt.dir="$small/ck" --run.dir="$WORK/full"
+  [[ $(grep -c "error: $small/ck/step-[0-9]*.tmp/state.h5" "$WORK/full.log") -ge 2 ]] \
+    || fail "full disk: not every rank named the file: $(tail -5 "$WORK/full.log")"
+  ! ls -d "$small"/ck/*.tmp > /dev/null 2>&1 || fail "full disk: a .tmp directory was left"
+  latest=$(cat "$small/ck/latest")
+  [[ -f "$small/ck/$latest/state.h5" ]] || fail "full disk: latest ($latest) is not a complete checkpoint"
+  umount "$small"
+else
+  echo "full-disk check skipped (needs root to mount a small tmpfs)"
+fi
 echo "fault handling: ok"

@@ -34,6 +34,7 @@
 
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/core/shape.hpp"
+#include "trellis/kernels/random_fill.hpp"
 #include "trellis/kernels/views.hpp"
 #include "trellis/nn/init.hpp"
 
@@ -57,6 +58,17 @@ struct ShardSpec {
 
   static ShardSpec split(int dim, int parts, int index, int sections = 1);
   bool sharded() const { return dim >= 0 && parts > 1; }
+
+  // Whether logical's dim `dim` splits into sections x parts equal pieces (true when not
+  // sharded and every extent is non-negative).
+  bool divides(const Shape& logical) const;
+  // This rank's piece of a tensor of shape `logical`: dim `dim` divided by parts; row-major
+  // [outer, sections, piece, inner] (outer: the dims before `dim`, inner: those after, piece =
+  // logical[dim] / (sections x parts)). Throws Error for a negative extent, a dim or index out
+  // of range, or an extent that does not divide.
+  Shape piece_shape(const Shape& logical) const;
+  // Piece element -> logical (row-major) element; the identity when not sharded.
+  kernels::ShardIndexMap index_map(const Shape& logical) const;
 };
 
 struct ParamInfo {

@@ -9,6 +9,7 @@
 #include "trellis/comm/communicator.hpp"
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/shape.hpp"
+#include "trellis/core/tensor_list_codec.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
 #include <string>
@@ -16,11 +17,7 @@
 
 namespace trellis {
 
-struct HostTensor {
-  std::string name;
-  Shape shape;                // logical
-  std::vector<float> values;  // row-major, [product of shape]
-};
+// HostTensor (name, logical shape, row-major values): core/tensor_list_codec.hpp.
 
 // Collective over tp (every rank of the group, same store layout): every parameter as its
 // logical tensor, on every rank of the group. Allocates; not for the training step.

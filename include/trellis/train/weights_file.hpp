@@ -3,11 +3,16 @@
 // running statistics), /buffers/<name>, and the resolved configuration (INI text) as the root
 // attribute `config`, so `trellis eval` can rebuild the model from the file alone.
 //
-// Written by one rank into "<path>.tmp" and renamed over <path>, so an interrupted write never
-// leaves a half-written file under the final name.
+// Written into "<path>.tmp", fsynced, renamed over <path> and the directory fsynced
+// (core/durable_file.hpp), so an interrupted write or a crash never leaves a half-written file
+// under the final name.
 #pragma once
 
+#include "trellis/data/hdf5_tuning.hpp"
 #include "trellis/parallel/logical_tensors.hpp"
+#include "trellis/train/tensor_piece.hpp"
+
+#include <mpi.h>
 
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
@@ -16,7 +21,21 @@
 
 namespace trellis {
 
-// params: logical tensors (parallel/logical_tensors.hpp), whatever layout trained them.
+inline constexpr const char* kWeightsFormat = "trellis.weights";
+inline constexpr int kWeightsFormatVersion = 1;
+
+// Collective over comm: writes the weights file with the parallel tensor-file writer of
+// checkpoints (train/tensor_file.hpp), each rank writing its pieces; no rank gathers. pieces:
+// named by dataset path, "params/<name>" and "buffers/<name>" (float32, logical shape; the
+// buffers 1-D), built like a checkpoint's (one writer per element, ranks may pass different
+// lists); each dataset also gets a "checksum" attribute. Every rank returns after the file is
+// published durably; throws the same error on every rank (the .tmp file removed).
+void write_weights_file(const std::string& path, const std::vector<TensorPiece>& pieces,
+                        const std::string& config_ini, MPI_Comm comm,
+                        const Hdf5Tuning& tuning = Hdf5Tuning{});
+
+// One rank, serial HDF5 (until every caller uses write_weights_file). params: logical tensors
+// (parallel/logical_tensors.hpp), whatever layout trained them.
 void save_weights(const std::string& path, const std::vector<HostTensor>& params,
                   const std::vector<nn::NamedBuffer>& buffers, const std::string& config_ini);
 
