@@ -10,6 +10,7 @@
 #include "trellis/parallel/logical_tensors.hpp"
 #include "trellis/train/agreement.hpp"
 #include "trellis/train/data_factory.hpp"
+#include "trellis/train/memory_estimate.hpp"
 #include "trellis/train/model_factory.hpp"
 #include "trellis/train/weights_file.hpp"
 
@@ -32,34 +33,6 @@
 namespace trellis {
 
 namespace {
-
-OptimizerSpec optimizer_spec_from(const OptimConfig& c) {
-  OptimizerSpec spec;
-  spec.type = c.type;
-  spec.momentum = c.momentum;
-  spec.nesterov = c.nesterov;
-  spec.weight_decay = c.weight_decay;
-  spec.beta1 = c.beta1;
-  spec.beta2 = c.beta2;
-  spec.eps = c.eps;
-  spec.alpha = c.alpha;
-  return spec;
-}
-
-ScheduleSpec schedule_spec_from(const SchedConfig& c, float base_lr, std::int64_t total_steps) {
-  ScheduleSpec spec;
-  spec.type = c.type;
-  spec.base_lr = base_lr;
-  spec.warmup_steps = c.warmup_steps;
-  spec.total_steps = total_steps;
-  spec.step_size = c.step_size;
-  spec.gamma = c.gamma;
-  spec.min_lr = c.min_lr;
-  spec.pct_start = c.pct_start;
-  spec.div_factor = c.div_factor;
-  spec.final_div_factor = c.final_div_factor;
-  return spec;
-}
 
 std::string format(const char* fmt, double a, double b = 0, double c = 0, double d = 0,
                    double e = 0, double f = 0) {
@@ -118,7 +91,7 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
 void Trainer::setup(MPI_Comm world) {
   run_agreed(world, log_, [&] {
     grid_ = std::make_unique<ProcessGrid>(world, config_.parallel.tp, config_.parallel.pp,
-                                          config_.parallel.backend);
+                                          config_.derived.backend);
     config_.resolve_batch(grid_->size(Axis::dp));
   });
   if (grid_->tp_spans_nodes() && grid_->rank() == 0)
@@ -130,9 +103,9 @@ void Trainer::setup(MPI_Comm world) {
   const int dp_size = dp.size();
 
   // Input on node-local storage first, if asked: then every later read is local.
-  if (!config_.raw.get("data.stage").empty())
+  if (!config_.data.stage.empty())
     run_agreed(grid_->world().get(), log_, [&] {
-      const std::string dir = config_.raw.get("data.stage");
+      const std::string dir = config_.data.stage;
       config_.data.train = stage_to_node_local(config_.data.train, dir, grid_->world().get());
       if (!config_.data.test.empty())
         config_.data.test = stage_to_node_local(config_.data.test, dir, grid_->world().get());
@@ -142,11 +115,11 @@ void Trainer::setup(MPI_Comm world) {
   // Files next: every rank opens every shard (collective), so all agree on success.
   run_agreed(grid_->world().get(), log_, [&] { train_data_ = open_train_source(config_, dp); });
   const DataShape shape = train_data_->shape();
-  if (config_.model.type == "gpt" && config_.model.vocab == 0) {
-    // Resolved from the data, and written back so config.ini and model.h5 record it.
-    config_.model.vocab = shape.classes;
-    config_.raw.set("model.vocab", std::to_string(shape.classes));
-  }
+  run_agreed(grid_->world().get(), log_, [&] {
+    // Resolved from the data; config.ini and model.h5 record it.
+    if (config_.model.type == ModelType::gpt) config_.resolve_vocab(shape.classes);
+    check_memory_estimate(config_, shape, dp_size, grid_->size(Axis::tp), available_memory_bytes());
+  });
   run_agreed(grid_->world().get(), log_, [&] {
     if (config_.data.test.empty()) return;
     test_data_ = open_eval_source(config_, config_.data.test, dp, config_.train.eval_batch);
@@ -158,7 +131,7 @@ void Trainer::setup(MPI_Comm world) {
 
   const std::int64_t local_batch = config_.local_batch(dp_size);
   const std::int64_t eval_rows = test_data_ ? config_.train.eval_batch : 0;
-  const std::int64_t capacity = std::max(config_.train.micro_batch, eval_rows);
+  const std::int64_t capacity = std::max(config_.micro_batch(), eval_rows);
   run_agreed(grid_->world().get(), log_, [&] {
     // Pipeline: this stage's units, and one copy of its layers per micro-batch in flight.
     const int pp = grid_->size(Axis::pp), stage = grid_->coords().pp;
@@ -203,11 +176,11 @@ void Trainer::setup(MPI_Comm world) {
     const std::vector<std::string> copies =
         model_->first_stage() ? std::vector<std::string>{} : tied_;
     norm_mask_ = sync_->gather_shard(norm_mask(store_, grid_->coords().tp, copies));
-    optimizer_ = make_optimizer(optimizer_spec_from(config_.optim), sync_->update_size(),
+    optimizer_ = make_optimizer(config_.optimizer_spec(), sync_->update_size(),
                                 sync_->gather_shard(store_.decay_mask()));
-    schedule_ = std::make_unique<LrSchedule>(
-        schedule_spec_from(config_.sched, config_.optim.lr, total_steps()));
+    schedule_ = std::make_unique<LrSchedule>(config_.schedule_spec(total_steps()));
   });
+  if (!schedule_->warning().empty() && grid_->rank() == 0) log_.warn(schedule_->warning());
   buffers_ = std::make_unique<BatchBuffers>(std::max(local_batch, eval_rows), shape.feature_numel,
                                             shape.seq_len);
 
@@ -229,13 +202,13 @@ void Trainer::setup(MPI_Comm world) {
     if (!writer) return;
     std::filesystem::create_directories(config_.run_dir);
     std::ofstream out(config_.run_dir + "/config.ini");
-    out << config_.raw.to_ini();
+    out << config_.to_ini();
     if (!out) throw Error("cannot write " + config_.run_dir + "/config.ini");
   });
   metrics_ = std::make_unique<MetricsLog>(config_.run_dir + "/metrics.jsonl", writer,
                                           resumed ? global_step_ : -1);
   tensorboard_ = std::make_unique<TensorBoardWriter>(config_.run_dir, writer);
-  tensorboard_->add_text("config", "```\n" + config_.raw.to_ini() + "```", global_step_);
+  tensorboard_->add_text("config", "```\n" + config_.to_ini() + "```", global_step_);
   tensorboard_->flush();
 
   log_.info("trellis " + std::string(TRELLIS_VERSION) + ": " +
@@ -259,7 +232,7 @@ void Trainer::setup(MPI_Comm world) {
   log_.info("batch: global " + std::to_string(config_.train.global_batch) + " = " +
             std::to_string(dp_size) + " ranks x " +
             std::to_string(config_.accumulation_steps(dp_size)) + " micro-batches x " +
-            std::to_string(config_.train.micro_batch) + " samples; " +
+            std::to_string(config_.micro_batch()) + " samples; " +
             std::to_string(train_data_->steps_per_epoch()) + " steps per epoch; run dir " +
             config_.run_dir);
 }
@@ -348,7 +321,7 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
   // Every rank runs the same number of micro-batches, empty ones included (a partial last
   // batch can leave a rank fewer samples, or none): layers that synchronise inside forward
   // and backward (BatchNorm with model.sync_bn) need every rank in each collective.
-  const StepBatches batches(*buffers_, part, config_.train.micro_batch, config_.train.seed,
+  const StepBatches batches(*buffers_, part, config_.micro_batch(), config_.train.seed,
                             global_step_, model_->takes_tokens());
   StageTimes stage_times;
   const double tp_blocked_before = grid_->communicator(Axis::tp).blocked_seconds();
@@ -411,7 +384,7 @@ Trainer::StepStats Trainer::train_step(std::int64_t epoch, std::int64_t step_in_
 
 void Trainer::measure_model_and_peak() {
   // The whole model's FLOPs, whatever part of it this rank holds.
-  if (config_.model.type == "mlp") {
+  if (config_.model.type == ModelType::mlp) {
     const std::vector<double> macs = model_unit_costs(config_.model, train_data_->shape());
     model_flops_ = 6.0 * std::accumulate(macs.begin(), macs.end(), 0.0);
   } else {
@@ -700,7 +673,7 @@ ExitCode Trainer::train_and_save() {
   if (progress_bar_) progress_->clear();
   if (stop != StopReason::none) {
     log_.info(format("stopping at step %.0f on a ", static_cast<double>(global_step_)) +
-              stop_reason_name(stop) + " with a checkpoint in " + config_.ckpt.dir +
+              stop_reason_name(stop) + " with a checkpoint in " + config_.derived.checkpoint_dir +
               "; resubmit with --resume auto to continue (exit code 75)");
     return ExitCode::stopped_resumable;
   }
@@ -737,7 +710,7 @@ void Trainer::write_results(double seconds, double throughput, const StepTimes& 
   const double steps = static_cast<double>(std::max<std::int64_t>(totals.steps, 1));
   run_agreed(grid_->world().get(), log_, [&] {
     if (grid_->rank() != 0) return;
-    save_weights(config_.run_dir + "/model.h5", weights, model_->buffers(), config_.raw.to_ini());
+    save_weights(config_.run_dir + "/model.h5", weights, model_->buffers(), config_.to_ini());
     JsonLine summary;
     summary.add("steps", global_step_)
         .add("finish", finish_reason)

@@ -27,22 +27,15 @@ namespace trellis {
 
 namespace {
 
-// Configuration keys a checkpoint must agree on: they decide the model's tensors and what a
-// step means (the data order and the dropout masks are keyed by seed and step).
-bool must_match(const std::string& key) {
-  return key.rfind("model.", 0) == 0 || key == "train.global_batch" || key == "train.seed" ||
-         key == "optim.type";
-}
-
-void check_compatible(const std::string& dir, const RawConfig& stored, const RawConfig& current) {
-  for (const auto& key : config_schema()) {
-    const std::string name = key.name;
-    if (!must_match(name)) continue;
-    if (stored.get(name) != current.get(name))
-      throw InputError(dir + ": checkpoint of another model or run: " + name + " = " +
-                       stored.get(name) + " there, " + current.get(name) +
-                       " here (start a new run.dir, or set ckpt.resume = none)");
-  }
+// The keys a checkpoint must agree on (first_model_difference) decide the model's tensors and
+// what a step means (the data order and the dropout masks are keyed by seed and step).
+void check_compatible(const std::string& dir, const TrainConfig& stored,
+                      const TrainConfig& current) {
+  const ConfigDifference d = first_model_difference(stored, current);
+  if (!d.key.empty())
+    throw InputError(dir + ": checkpoint of another model or run: " + d.key + " = " +
+                     d.stored_value + " there, " + d.current_value +
+                     " here (start a new run.dir, or set ckpt.resume = none)");
 }
 
 }  // namespace
@@ -107,13 +100,14 @@ void Trainer::save_checkpoint() {
   const std::vector<TensorPiece> pieces = checkpoint_pieces(full_state);
   CheckpointInfo info;
   info.step = global_step_;
-  info.config_ini = config_.raw.to_ini();
+  info.config_ini = config_.to_ini();
   info.build_info = build_summary();
   info.counters["global_batch"] = config_.train.global_batch;
   info.counters["optimizer_steps"] = optimizer_->step_count();
   info.counters["skipped_steps"] = skipped_steps_;
-  const std::string dir = write_checkpoint(
-      config_.ckpt.dir, pieces, info, static_cast<int>(config_.ckpt.keep), grid_->world().get());
+  const std::string dir =
+      write_checkpoint(config_.derived.checkpoint_dir, pieces, info,
+                       static_cast<int>(config_.ckpt.keep), grid_->world().get());
   const double seconds = watch.seconds();
   char line[64];
   std::snprintf(line, sizeof(line), " (step %lld, %.2f s)", static_cast<long long>(global_step_),
@@ -128,9 +122,10 @@ bool Trainer::resume_if_asked() {
   if (mode == "none") return false;
   const bool automatic = mode == "auto";
   const std::vector<std::string> candidates =
-      automatic ? list_checkpoints(config_.ckpt.dir) : std::vector<std::string>{mode};
+      automatic ? list_checkpoints(config_.derived.checkpoint_dir) : std::vector<std::string>{mode};
   if (candidates.empty()) {
-    log_.info("resume: no checkpoint in " + config_.ckpt.dir + ", starting from step 0");
+    log_.info("resume: no checkpoint in " + config_.derived.checkpoint_dir +
+              ", starting from step 0");
     return false;
   }
   const MPI_Comm world = grid_->world().get();
@@ -159,8 +154,9 @@ bool Trainer::resume_if_asked() {
     // Another model's checkpoint is an error, never a fallback.
     run_agreed(world, log_, [&] {
       check_compatible(dir,
-                       RawConfig::parse_text(info.config_ini, "the config stored in " + dir, {}),
-                       config_.raw);
+                       TrainConfig::from(RawConfig::parse_text(info.config_ini,
+                                                               "the config stored in " + dir, {})),
+                       config_);
     });
     try {
       watchdog_->beat("resume");
@@ -193,7 +189,7 @@ bool Trainer::resume_if_asked() {
   }
   // Starting over silently would overwrite the run: the user decides (ckpt.resume = none).
   throw InputError("resume: none of the " + std::to_string(candidates.size()) + " checkpoints in " +
-                   config_.ckpt.dir +
+                   config_.derived.checkpoint_dir +
                    " is usable (see the warnings above); set ckpt.resume = none to start over");
 }
 
