@@ -123,8 +123,8 @@ void print_help(const std::string& command) {
   if (command == "train" || command == "info") {
     std::printf("\nconfig keys (INI [section] key = value, or --section.key=value):\n");
     for (const auto& key : config_schema())
-      std::printf("  %-24s %-14s %s\n", key.name, key.default_value[0] ? key.default_value : "\"\"",
-                  key.help);
+      std::printf("  %-24s %-14s %s\n  %-39s (%s)\n", key.name,
+                  key.default_value[0] ? key.default_value : "\"\"", key.help, "", key.allowed);
   }
 }
 

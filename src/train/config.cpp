@@ -19,7 +19,7 @@ const std::vector<ConfigKey>& config_schema() {
   static const std::vector<ConfigKey> schema = [] {
     std::vector<ConfigKey> keys;
     for (const ConfigEntry& entry : config_table())
-      keys.push_back({entry.name, entry.default_value, entry.help});
+      keys.push_back({entry.name, entry.default_value, entry.help, entry.allowed.c_str()});
     return keys;
   }();
   return schema;

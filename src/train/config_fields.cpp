@@ -108,10 +108,11 @@ std::string format_int_list(const std::vector<int>& values) {
 
 FieldBinding boolean(const char* key, FieldAccess<bool> access) {
   FieldBinding b;
+  b.allowed = "true or false";
   b.parse = [=](TrainConfig& c, const std::string& t) {
     if (t == "true" || t == "1" || t == "yes" || t == "on") return void(access(c) = true);
     if (t == "false" || t == "0" || t == "no" || t == "off") return void(access(c) = false);
-    reject_value(key, t, "true or false");
+    reject_value(key, t, "true or false");  // = b.allowed
   };
   b.format = [=](const TrainConfig& c) -> std::string {
     return read_field(access, c) ? "true" : "false";
@@ -121,8 +122,9 @@ FieldBinding boolean(const char* key, FieldAccess<bool> access) {
 
 FieldBinding text(const char* key, FieldAccess<std::string> access, bool allow_empty) {
   FieldBinding b;
-  b.parse = [=](TrainConfig& c, const std::string& t) {
-    if (!allow_empty && t.empty()) reject_value(key, t, "a non-empty value");
+  b.allowed = allow_empty ? "text, may be empty" : "non-empty text";
+  b.parse = [=, allowed = b.allowed](TrainConfig& c, const std::string& t) {
+    if (!allow_empty && t.empty()) reject_value(key, t, allowed);
     access(c) = t;
   };
   b.format = [=](const TrainConfig& c) { return read_field(access, c); };
@@ -131,9 +133,9 @@ FieldBinding text(const char* key, FieldAccess<std::string> access, bool allow_e
 
 FieldBinding int_list(const char* key, FieldAccess<std::vector<int>> access, int lo, int hi) {
   FieldBinding b;
-  b.parse = [=](TrainConfig& c, const std::string& t) {
-    const std::string expected = "a comma-separated list of integers >= " + std::to_string(lo) +
-                                 " and <= " + std::to_string(hi);
+  b.allowed = "a comma-separated list of integers >= " + std::to_string(lo) +
+              " and <= " + std::to_string(hi);
+  b.parse = [=, expected = b.allowed](TrainConfig& c, const std::string& t) {
     std::vector<int> values;
     std::stringstream in(t);
     std::string item;
@@ -158,10 +160,11 @@ FieldBinding int_list(const char* key, FieldAccess<std::vector<int>> access, int
 FieldBinding choice(const char* key, FieldAccess<std::string> access,
                     std::vector<const char*> choices) {
   FieldBinding b;
-  b.parse = [=](TrainConfig& c, const std::string& t) {
+  b.allowed = "one of: " + choice_list(choices);
+  b.parse = [=, allowed = b.allowed](TrainConfig& c, const std::string& t) {
     for (const char* name : choices)
       if (t == name) return void(access(c) = t);
-    reject_value(key, t, "one of: " + choice_list(choices));
+    reject_value(key, t, allowed);
   };
   b.format = [=](const TrainConfig& c) { return read_field(access, c); };
   return b;

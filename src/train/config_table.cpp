@@ -14,7 +14,12 @@ namespace {
 
 ConfigEntry make_entry(const char* name, const char* default_value, const char* help,
                        FieldBinding binding) {
-  return {name, default_value, help, std::move(binding.parse), std::move(binding.format)};
+  return {name,
+          default_value,
+          help,
+          std::move(binding.allowed),
+          std::move(binding.parse),
+          std::move(binding.format)};
 }
 
 // fault.inject = rank:step:kind (or empty: none). The rank is checked against the world by
@@ -23,7 +28,9 @@ FieldBinding fault_injection(const char* key) {
   static const std::vector<const char*> kinds = {"throw", "hang", "nan", "signal",
                                                  "kill_in_checkpoint"};
   FieldBinding b;
-  b.parse = [key](TrainConfig& c, const std::string& t) {
+  b.allowed =
+      "empty, or rank:step:kind with rank >= 0, step >= 1, kind one of " + choice_list(kinds);
+  b.parse = [key, allowed = b.allowed](TrainConfig& c, const std::string& t) {
     FaultConfig& f = c.fault;
     f.inject_rank = -1, f.inject_step = 0, f.inject_kind.clear();
     if (t.empty()) return;
@@ -36,8 +43,7 @@ FieldBinding fault_injection(const char* key) {
     if (z == std::string::npos || !config_text::parse_int64(t.substr(0, a), rank) || rank < 0 ||
         rank > INT_MAX || !config_text::parse_int64(t.substr(a + 1, z - a - 1), step) || step < 1 ||
         !known_kind)
-      reject_value(key, t,
-                   "rank:step:kind, rank >= 0, step >= 1, kind one of " + choice_list(kinds));
+      reject_value(key, t, allowed);
     f.inject_rank = static_cast<int>(rank), f.inject_step = step, f.inject_kind = kind;
   };
   b.format = [](const TrainConfig& c) -> std::string {
@@ -52,8 +58,9 @@ FieldBinding fault_injection(const char* key) {
 // parallel.schedule: names and parsing live with PipelineSchedule.
 FieldBinding pipeline_schedule(const char* key) {
   FieldBinding b;
-  b.parse = [key](TrainConfig& c, const std::string& t) {
-    if (t != "1f1b" && t != "gpipe") reject_value(key, t, "one of: 1f1b, gpipe");
+  b.allowed = "one of: 1f1b, gpipe";
+  b.parse = [key, allowed = b.allowed](TrainConfig& c, const std::string& t) {
+    if (t != "1f1b" && t != "gpipe") reject_value(key, t, allowed);
     c.parallel.schedule = parse_pipeline_schedule(t);
   };
   b.format = [](const TrainConfig& c) -> std::string {
@@ -76,18 +83,17 @@ constexpr std::int64_t kIntMax = INT_MAX;  // for int64 counts that end up in an
 
 const std::vector<ConfigEntry>& config_table() {
   static const std::vector<ConfigEntry> table = {
-      KEY("model.type", "mlp", "network family: mlp | cnn | gpt", named, FIELD(model.type),
-          model_type_names()),
+      KEY("model.type", "mlp", "network family", named, FIELD(model.type), model_type_names()),
       KEY("model.hidden", "256,128", "hidden layer widths of the MLP, comma-separated", int_list,
           FIELD(model.hidden), 1, 1 << 24),
-      KEY("model.activation", "relu", "activation: relu | gelu", choice, FIELD(model.activation),
-          {"relu", "gelu"}),
+      KEY("model.activation", "relu", "activation of the MLP's hidden layers", choice,
+          FIELD(model.activation), {"relu", "gelu"}),
       KEY("model.dropout", "0",
           "dropout probability in [0, 1): mlp after each hidden activation, gpt on "
           "embeddings, attention weights and residual branches",
           real, FIELD(model.dropout), 0.0, 0.99),
-      KEY("model.init", "kaiming", "weight initialisation of the MLP: kaiming | xavier", choice,
-          FIELD(model.init), {"kaiming", "xavier"}),
+      KEY("model.init", "kaiming", "weight initialisation of the MLP", choice, FIELD(model.init),
+          {"kaiming", "xavier"}),
       KEY("model.widths", "32,64,128",
           "cnn: channels of each stage (stages after the first halve H and W)", int_list,
           FIELD(model.widths), 1, 1 << 24),
@@ -125,7 +131,7 @@ const std::vector<ConfigEntry>& config_table() {
       KEY("train.eval_max_samples", "0",
           "evaluate on at most this many samples of data.test; 0 = all", integer,
           FIELD(train.eval_max_samples), 0),
-      KEY("optim.type", "sgd", "optimizer: sgd | adam | adamw | rmsprop", choice, FIELD(optim.type),
+      KEY("optim.type", "sgd", "optimizer", choice, FIELD(optim.type),
           {"sgd", "adam", "adamw", "rmsprop"}),
       KEY("optim.lr", "0.05", "base learning rate", real, FIELD(optim.lr), 0.0, 1e3),
       KEY("optim.momentum", "0.9", "momentum (sgd, rmsprop)", real, FIELD(optim.momentum), 0.0,
@@ -140,8 +146,8 @@ const std::vector<ConfigEntry>& config_table() {
           0.999999),
       KEY("optim.clip_norm", "0", "clip the global gradient norm to this value; 0 = off", real,
           FIELD(optim.clip_norm), 0.0, 1e9),
-      KEY("sched.type", "constant", "learning-rate schedule: constant | step | cosine | onecycle",
-          choice, FIELD(sched.type), {"constant", "step", "cosine", "onecycle"}),
+      KEY("sched.type", "constant", "learning-rate schedule", choice, FIELD(sched.type),
+          {"constant", "step", "cosine", "onecycle"}),
       KEY("sched.warmup_steps", "0", "linear warm-up steps (constant, step, cosine)", integer,
           FIELD(sched.warmup_steps), 0),
       KEY("sched.step_size", "1000", "steps between decays (step)", integer, FIELD(sched.step_size),
@@ -185,8 +191,9 @@ const std::vector<ConfigEntry>& config_table() {
           "units per pipeline stage, e.g. 2,1,1 (mlp: one per Linear; gpt: embeddings, each "
           "block, head); empty: balanced by cost; needs parallel.pp > 1",
           text, FIELD(parallel.stages)),
-      KEY("parallel.backend", "auto", "communicator for the model's tensors: auto | mpi | nccl",
-          choice, FIELD(parallel.backend), {"auto", "mpi", "nccl"}),
+      KEY("parallel.backend", "auto",
+          "communicator for the model's tensors (auto: nccl in CUDA builds with NCCL)", choice,
+          FIELD(parallel.backend), {"auto", "mpi", "nccl"}),
       KEY("parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB", real,
           FIELD(parallel.bucket_mb), 0.001, 1e6),
       KEY("parallel.overlap", "true",

@@ -16,6 +16,7 @@ struct ConfigKey {
   const char* name;           // "section.key"
   const char* default_value;  // "" means: no default, empty
   const char* help;
+  const char* allowed;  // the values the key takes: "an integer >= 1", "one of: a, b", ...
 };
 
 // Every key Trellis understands, in the order the resolved config is written; generated from

@@ -16,6 +16,7 @@
 namespace trellis {
 
 struct FieldBinding {
+  std::string allowed;  // "an integer >= 1", "one of: a, b": for --help and error messages
   std::function<void(TrainConfig&, const std::string&)> parse;  // (config, text); key bound
   std::function<std::string(const TrainConfig&)> format;
 };
@@ -58,7 +59,9 @@ FieldBinding integer(const char* key, FieldAccess<T> access, typename NoDeduce<T
                      typename NoDeduce<T>::type hi = std::numeric_limits<T>::max()) {
   static_assert(std::is_integral<T>::value, "integer() binds integer fields");
   FieldBinding b;
-  b.parse = [=](TrainConfig& c, const std::string& text) {
+  const bool bounded = sizeof(T) < 8 || hi != std::numeric_limits<T>::max();
+  b.allowed = integer_expectation(std::to_string(lo), std::to_string(hi), bounded);
+  b.parse = [=, allowed = b.allowed](TrainConfig& c, const std::string& text) {
     if (std::is_signed<T>::value) {
       std::int64_t v = 0;
       if (config_text::parse_int64(text, v) && v >= static_cast<std::int64_t>(lo) &&
@@ -70,8 +73,7 @@ FieldBinding integer(const char* key, FieldAccess<T> access, typename NoDeduce<T
           v <= static_cast<std::uint64_t>(hi))
         return void(access(c) = static_cast<T>(v));
     }
-    const bool bounded = sizeof(T) < 8 || hi != std::numeric_limits<T>::max();
-    reject_value(key, text, integer_expectation(std::to_string(lo), std::to_string(hi), bounded));
+    reject_value(key, text, allowed);
   };
   b.format = [=](const TrainConfig& c) { return std::to_string(read_field(access, c)); };
   return b;
@@ -81,13 +83,12 @@ template <class T>
 FieldBinding real(const char* key, FieldAccess<T> access, double lo, double hi) {
   static_assert(std::is_floating_point<T>::value, "real() binds float and double fields");
   FieldBinding b;
-  b.parse = [=](TrainConfig& c, const std::string& text) {
+  b.allowed = "a decimal number in [" + config_text::format_real(lo, false) + ", " +
+              config_text::format_real(hi, false) + "]";
+  b.parse = [=, allowed = b.allowed](TrainConfig& c, const std::string& text) {
     double v = 0;
-    if (!config_text::parse_decimal(text, v) || !(v >= lo && v <= hi)) {
-      reject_value(key, text,
-                   "a decimal number in [" + config_text::format_real(lo, false) + ", " +
-                       config_text::format_real(hi, false) + "]");
-    }
+    if (!config_text::parse_decimal(text, v) || !(v >= lo && v <= hi))
+      reject_value(key, text, allowed);
     access(c) = static_cast<T>(v);
   };
   b.format = [=](const TrainConfig& c) {
@@ -110,12 +111,13 @@ template <class T>
 FieldBinding named(const char* key, FieldAccess<T> access,
                    typename NoDeduce<std::vector<std::pair<const char*, T>>>::type names) {
   FieldBinding b;
-  b.parse = [=](TrainConfig& c, const std::string& text) {
+  std::vector<const char*> list;
+  for (const auto& entry : names) list.push_back(entry.first);
+  b.allowed = "one of: " + choice_list(list);
+  b.parse = [=, allowed = b.allowed](TrainConfig& c, const std::string& text) {
     for (const auto& [name, value] : names)
       if (text == name) return void(access(c) = value);
-    std::vector<const char*> list;
-    for (const auto& entry : names) list.push_back(entry.first);
-    reject_value(key, text, "one of: " + choice_list(list));
+    reject_value(key, text, allowed);
   };
   b.format = [=](const TrainConfig& c) -> std::string {
     for (const auto& [name, value] : names)

@@ -16,6 +16,7 @@ struct ConfigEntry {
   const char* name;           // "section.key"
   const char* default_value;  // "" means: empty
   const char* help;
+  std::string allowed;  // the values it takes, as --help and error messages say it
   // Parses `text` in the bound field's own type and stores it; ConfigError naming the key,
   // the value and what is allowed.
   std::function<void(TrainConfig&, const std::string& text)> parse;
