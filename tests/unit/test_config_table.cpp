@@ -75,6 +75,12 @@ TEST_CASE("model.type is an enum with one name mapping", "[config][table]") {
   CHECK(parse({"--model.type=cnn"}).model.type == ModelType::cnn);
   CHECK(std::string(trellis::model_type_name(ModelType::gpt)) == "gpt");
   CHECK(contains(bad("--model.type=rnn"), "one of: mlp, cnn, gpt"));
+  // The gpt's shape rules come from the model code itself, before any data is read.
+  const std::string heads =
+      error_of([] { parse({"--model.type=gpt", "--model.d_model=130", "--model.n_head=4"}); });
+  CHECK(contains(heads, "model.d_model"));
+  CHECK(contains(heads, "model.n_head"));
+  CHECK(error_of([] { parse({"--model.d_model=130"}); }).empty());  // not a gpt: not its rule
 }
 
 TEST_CASE("integer keys are validated in their field's own type", "[config][table]") {
