@@ -9,6 +9,7 @@
 // Exit codes: 0 ok, 1 failure, 2 bad configuration or usage, 3 bad input data or weights,
 // 75 stopped early by a signal or time limit after writing a checkpoint (resubmit to resume).
 #include "trellis/comm/device_binding.hpp"
+#include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/log.hpp"
 #include "trellis/train/agreement.hpp"
@@ -123,8 +124,8 @@ void print_help(const std::string& command) {
   if (command == "train" || command == "info") {
     std::printf("\nconfig keys (INI [section] key = value, or --section.key=value):\n");
     for (const auto& key : config_schema())
-      std::printf("  %-24s %-14s %s\n", key.name, key.default_value[0] ? key.default_value : "\"\"",
-                  key.help);
+      std::printf("  %-24s %-14s %s\n  %-39s (%s)\n", key.name,
+                  key.default_value[0] ? key.default_value : "\"\"", key.help, "", key.allowed);
   }
 }
 
@@ -170,8 +171,14 @@ int run(int argc, char** argv, int rank) {
     return 0;
   }
   TrainConfig config;
-  run_agreed(MPI_COMM_WORLD, log,
-             [&] { config = TrainConfig::from(RawConfig::parse(cl.config_file, cl.overrides)); });
+  run_agreed(MPI_COMM_WORLD, log, [&] {
+    config = TrainConfig::from(RawConfig::parse(cl.config_file, cl.overrides));
+    int world_size = 0;
+    TRELLIS_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+    config.check_against_world(world_size);
+  });
+  if (rank == 0)
+    for (const std::string& warning : config.warnings()) log.warn(warning);
   if (cl.command == "info") {
     print_info(MPI_COMM_WORLD, config, node, log);
     return 0;

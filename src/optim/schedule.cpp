@@ -49,6 +49,14 @@ LrSchedule::LrSchedule(ScheduleSpec spec) : spec_(std::move(spec)) {
     bad("optim.lr", "must be a finite value >= 0", std::to_string(s.base_lr));
   if (kind_ != Kind::onecycle && s.warmup_steps < 0)
     bad("sched.warmup_steps", "must be >= 0", std::to_string(s.warmup_steps));
+  // A short run (train.max_steps) of a config tuned for a long one: ramp up over the whole
+  // run rather than refuse it, and say so.
+  if (kind_ != Kind::onecycle && s.total_steps > 0 && s.warmup_steps > s.total_steps) {
+    warning_ = "sched.warmup_steps = " + std::to_string(s.warmup_steps) + " exceeds the run's " +
+               std::to_string(s.total_steps) + " steps; warm-up cut to " +
+               std::to_string(s.total_steps) + " steps";
+    spec_.warmup_steps = s.total_steps;
+  }
 
   switch (kind_) {
     case Kind::constant:
@@ -58,9 +66,7 @@ LrSchedule::LrSchedule(ScheduleSpec spec) : spec_(std::move(spec)) {
       require_positive(s.gamma, "sched.gamma");
       break;
     case Kind::cosine:
-      if (s.total_steps <= s.warmup_steps)
-        bad(kTotalSteps, "must exceed sched.warmup_steps (" + std::to_string(s.warmup_steps) + ")",
-            std::to_string(s.total_steps));
+      if (s.total_steps <= 0) bad(kTotalSteps, "must be > 0", std::to_string(s.total_steps));
       if (!(s.min_lr >= 0.0f && s.min_lr <= s.base_lr))
         bad("sched.min_lr", "must be in [0, optim.lr]", std::to_string(s.min_lr));
       break;

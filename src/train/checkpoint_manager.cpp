@@ -15,22 +15,15 @@ namespace trellis {
 
 namespace {
 
-// Configuration keys a checkpoint must agree on: they decide the model's tensors and what a
-// step means (the data order and the dropout masks are keyed by seed and step).
-bool must_match(const std::string& key) {
-  return key.rfind("model.", 0) == 0 || key == "train.global_batch" || key == "train.seed" ||
-         key == "optim.type";
-}
-
-void check_compatible(const std::string& dir, const RawConfig& stored, const RawConfig& current) {
-  for (const auto& key : config_schema()) {
-    const std::string name = key.name;
-    if (!must_match(name)) continue;
-    if (stored.get(name) != current.get(name))
-      throw InputError(dir + ": checkpoint of another model or run: " + name + " = " +
-                       stored.get(name) + " there, " + current.get(name) +
-                       " here (start a new run.dir, or set ckpt.resume = none)");
-  }
+// The keys a checkpoint must agree on (first_model_difference) decide the model's tensors and
+// what a step means (the data order and the dropout masks are keyed by seed and step).
+void check_compatible(const std::string& dir, const TrainConfig& stored,
+                      const TrainConfig& current) {
+  const ConfigDifference d = first_model_difference(stored, current);
+  if (!d.key.empty())
+    throw InputError(dir + ": checkpoint of another model or run: " + d.key + " = " +
+                     d.stored_value + " there, " + d.current_value +
+                     " here (start a new run.dir, or set ckpt.resume = none)");
 }
 
 }  // namespace
@@ -96,13 +89,13 @@ std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_step
   const std::vector<TensorPiece> all = pieces(full_state, true);
   CheckpointInfo info;
   info.step = step;
-  info.config_ini = config_.raw.to_ini();
+  info.config_ini = config_.to_ini();
   info.build_info = build_summary();
   info.counters["global_batch"] = config_.train.global_batch;
   info.counters["optimizer_steps"] = model_.optimizer().step_count();
   info.counters["skipped_steps"] = skipped_steps;
-  return write_checkpoint(config_.ckpt.dir, all, info, static_cast<int>(config_.ckpt.keep),
-                          grid_.world().get());
+  return write_checkpoint(config_.derived.checkpoint_dir, all, info,
+                          static_cast<int>(config_.ckpt.keep), grid_.world().get());
 }
 
 void CheckpointManager::load(const std::string& dir) {
@@ -127,21 +120,26 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
   if (mode == "none") return std::nullopt;
   const bool automatic = mode == "auto";
   const CheckpointListing listing =
-      automatic ? scan_checkpoints(config_.ckpt.dir) : CheckpointListing{{mode}, {}};
+      automatic ? scan_checkpoints(config_.derived.checkpoint_dir) : CheckpointListing{{mode}, {}};
   if (grid_.rank() == 0)
     for (const std::string& warning : listing.warnings) log_.warn("resume: " + warning);
   const std::vector<std::string>& candidates = listing.dirs;
   if (candidates.empty()) {
-    log_.info("resume: no checkpoint in " + config_.ckpt.dir + ", starting from step 0");
+    log_.info("resume: no checkpoint in " + config_.derived.checkpoint_dir +
+              ", starting from step 0");
     return std::nullopt;
   }
   const MPI_Comm world = grid_.world().get();
   for (const std::string& dir : candidates) {
     // An unreadable file is a reason to fall back (auto); agreed over the world first.
+    // A stored config that does not parse is damage too, not a configuration error.
     CheckpointInfo info;
+    TrainConfig stored;
     std::string problem;
     try {
       info = read_checkpoint_info(dir);
+      stored = TrainConfig::from(
+          RawConfig::parse_text(info.config_ini, "the config stored in " + dir, {}));
     } catch (const Error& e) {
       problem = e.what();
     }
@@ -159,11 +157,7 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
       continue;
     }
     // Another model's checkpoint is an error, never a fallback.
-    run_agreed(world, log_, [&] {
-      check_compatible(dir,
-                       RawConfig::parse_text(info.config_ini, "the config stored in " + dir, {}),
-                       config_.raw);
-    });
+    run_agreed(world, log_, [&] { check_compatible(dir, stored, config_); });
     try {
       Stopwatch watch;
       load(dir);
@@ -186,7 +180,7 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
   }
   // Starting over silently would overwrite the run: the user decides (ckpt.resume = none).
   throw InputError("resume: none of the " + std::to_string(candidates.size()) + " checkpoints in " +
-                   config_.ckpt.dir +
+                   config_.derived.checkpoint_dir +
                    " is usable (see the warnings above); set ckpt.resume = none to start over");
 }
 
@@ -204,7 +198,7 @@ std::string CheckpointManager::write_weights() const {
   });
   run_agreed(world, log_, [&] {
     if (grid_.rank() != 0) return;
-    save_weights(path, weights, model_.model().buffers(), config_.raw.to_ini());
+    save_weights(path, weights, model_.model().buffers(), config_.to_ini());
   });
   return path;
 }

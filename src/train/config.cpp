@@ -1,10 +1,12 @@
 #include "trellis/train/config.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/train/config_table.hpp"
 
 #include <boost/program_options.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -14,131 +16,73 @@ namespace po = boost::program_options;
 namespace trellis {
 
 const std::vector<ConfigKey>& config_schema() {
-  static const std::vector<ConfigKey> schema = {
-      {"model.type", "mlp", "network family: mlp | cnn | gpt"},
-      {"model.hidden", "256,128", "hidden layer widths of the MLP, comma-separated"},
-      {"model.activation", "relu", "activation: relu | gelu"},
-      {"model.dropout", "0",
-       "dropout probability in [0, 1): mlp after each hidden activation, gpt on "
-       "embeddings, attention weights and residual branches"},
-      {"model.init", "kaiming", "weight initialisation of the MLP: kaiming | xavier"},
-      {"model.widths", "32,64,128",
-       "cnn: channels of each stage (stages after the first halve H and W)"},
-      {"model.blocks", "1", "cnn: residual blocks per stage"},
-      {"model.sync_bn", "true", "cnn: BatchNorm statistics over all data-parallel ranks"},
-      {"model.n_layer", "4", "gpt: transformer blocks"},
-      {"model.n_head", "4", "gpt: attention heads (divides model.d_model)"},
-      {"model.d_model", "128", "gpt: embedding width"},
-      {"model.seq_len", "128", "gpt: context length in tokens"},
-      {"model.vocab", "0", "gpt: vocabulary size; 0 = the training set's vocab_size"},
-      {"train.global_batch", "128", "samples per optimizer step over all data-parallel ranks"},
-      {"train.micro_batch", "0",
-       "samples per forward/backward on one rank; 0 = global_batch / dp "
-       "(gradients accumulate over global_batch / (dp * micro_batch))"},
-      {"train.epochs", "1", "passes over the training set"},
-      {"train.max_steps", "0", "stop after this many optimizer steps; 0 = no limit"},
-      {"train.seed", "1234", "seed of initialisation, shuffling and dropout"},
-      {"train.eval_batch", "1000", "samples per evaluation batch on one rank"},
-      {"train.eval_every_epoch", "true", "evaluate on data.test after every epoch"},
-      {"train.eval_interval", "0", "also evaluate every this many steps; 0 = only at epoch ends"},
-      {"train.time_limit", "0",
-       "seconds of wall time for this run (checkpoint and stop before); 0 = none"},
-      {"train.eval_max_samples", "0",
-       "evaluate on at most this many samples of data.test; 0 = all"},
-      {"optim.type", "sgd", "optimizer: sgd | adam | adamw | rmsprop"},
-      {"optim.lr", "0.05", "base learning rate"},
-      {"optim.momentum", "0.9", "momentum (sgd, rmsprop)"},
-      {"optim.nesterov", "false", "Nesterov momentum (sgd)"},
-      {"optim.weight_decay", "0", "weight decay (L2 for sgd/adam/rmsprop, decoupled for adamw)"},
-      {"optim.beta1", "0.9", "Adam beta1"},
-      {"optim.beta2", "0.999", "Adam beta2"},
-      {"optim.eps", "1e-8", "Adam / RMSProp epsilon"},
-      {"optim.alpha", "0.99", "RMSProp smoothing constant"},
-      {"optim.clip_norm", "0", "clip the global gradient norm to this value; 0 = off"},
-      {"sched.type", "constant", "learning-rate schedule: constant | step | cosine | onecycle"},
-      {"sched.warmup_steps", "0", "linear warm-up steps (constant, step, cosine)"},
-      {"sched.step_size", "1000", "steps between decays (step)"},
-      {"sched.gamma", "0.1", "decay factor (step)"},
-      {"sched.min_lr", "0", "final learning rate (cosine)"},
-      {"sched.pct_start", "0.3", "fraction of steps spent rising (onecycle)"},
-      {"sched.div_factor", "25", "initial lr = lr / div_factor (onecycle)"},
-      {"sched.final_div_factor", "10000", "final lr = initial lr / final_div_factor (onecycle)"},
-      {"data.train", "", "training set: an HDF5 file or a glob of shard files"},
-      {"data.test", "",
-       "test (or validation) set: an HDF5 file or a glob of shard files (optional)"},
-      {"data.shuffle", "true", "reshuffle the training set every epoch"},
-      {"data.remainder", "partial", "last incomplete global batch: partial (use it) | drop"},
-      {"data.stage", "",
-       "node-local directory (e.g. $TMPDIR or an NVMe mount) to copy the data files into, once "
-       "per node, before training; empty: read in place"},
-      {"data.cache", "none",
-       "none: read every batch from HDF5 | memory: load the whole dataset "
-       "into each rank's memory once (small datasets)"},
-      {"parallel.tp", "1",
-       "tensor-parallel ranks per model replica (consecutive ranks: keep them on one node); "
-       "mlp and gpt"},
-      {"parallel.pp", "1", "pipeline-parallel stages (mlp and gpt)"},
-      {"parallel.schedule", "1f1b",
-       "pipeline schedule: 1f1b (at most pp - stage micro-batches in flight) | gpipe (all "
-       "forwards, then all backwards)"},
-      {"parallel.stages", "",
-       "units per pipeline stage, e.g. 2,1,1 (mlp: one per Linear; gpt: embeddings, each "
-       "block, head); empty: balanced by cost"},
-      {"parallel.backend", "auto", "communicator for the model's tensors: auto | mpi | nccl"},
-      {"parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB"},
-      {"parallel.overlap", "true",
-       "start each gradient bucket's all-reduce as soon as backward has filled it"},
-      {"parallel.zero", "0",
-       "1: ZeRO-1, optimizer state sharded over the data-parallel ranks (reduce-scatter "
-       "gradients, update the own shard, all-gather parameters)"},
-      {"run.dir", "runs/default", "directory for config.ini, metrics.jsonl and model.h5"},
-      {"ckpt.dir", "", "checkpoint directory; empty: <run.dir>/checkpoints"},
-      {"ckpt.interval_steps", "0", "write a checkpoint every this many steps; 0 = not by steps"},
-      {"ckpt.interval_minutes", "0", "write a checkpoint every this many minutes; 0 = not by time"},
-      {"ckpt.keep", "3", "checkpoints kept (older ones are removed); 0 = all"},
-      {"ckpt.resume", "none",
-       "none | auto (the newest valid checkpoint in ckpt.dir, if any) | a step directory; "
-       "also --resume"},
-      {"ckpt.margin_s", "60",
-       "stop and checkpoint this many seconds (plus one step) before train.time_limit or "
-       "SLURM_JOB_END_TIME"},
-      {"monitor.peak_tflops", "0",
-       "peak TFLOP/s of one device for MFU; 0: the data-sheet peak of a known GPU, or an SGEMM "
-       "measured at start-up on CPUs"},
-      {"cost.price_per_device_hour", "0", "on-demand price of one device (GPU) for one hour"},
-      {"cost.spot_price_per_device_hour", "0", "spot/preemptible price of one device-hour"},
-      {"budget.max_cost", "0",
-       "stop (with a checkpoint) when the on-demand cost so far reaches this; 0 = no budget"},
-      {"budget.max_hours", "0",
-       "stop (with a checkpoint) after this many hours of wall time; 0 = no budget"},
-      {"early_stop.metric", "none",
-       "stop (with a checkpoint) when this evaluation metric stops improving: none | test_loss "
-       "| test_accuracy"},
-      {"early_stop.patience", "3", "evaluations without improvement before stopping"},
-      {"early_stop.min_delta", "0", "smallest change that counts as an improvement"},
-      {"log.progress", "auto",
-       "auto (a bar when stdout is a terminal and no MPI launcher started the process: "
-       "mpirun's ranks always see a terminal) | bar | lines"},
-      {"fault.timeout_s", "0",
-       "watchdog: abort the job when a rank makes no progress for this long; 0 = off"},
-      {"fault.nonfinite", "skip",
-       "non-finite loss or gradients: skip (the step, with a warning) | abort"},
-      {"fault.max_skips", "5", "abort after this many consecutive skipped steps"},
-      {"fault.inject", "",
-       "testing aid: rank:step:kind, kind throw | hang | nan | signal (SIGUSR1 to itself) | "
-       "kill_in_checkpoint (SIGKILL during the checkpoint after that step)"},
-      {"log.interval", "50", "log every this many optimizer steps"},
-  };
+  static const std::vector<ConfigKey> schema = [] {
+    std::vector<ConfigKey> keys;
+    for (const ConfigEntry& entry : config_table())
+      keys.push_back({entry.name, entry.default_value, entry.help, entry.allowed.c_str()});
+    return keys;
+  }();
   return schema;
+}
+
+std::string printable(const std::string& text) {
+  std::string out;
+  auto escape = [&](unsigned char byte) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "\\x%02X", byte);
+    out += buf;
+  };
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned char lead = bytes[i];
+    if (lead < 0x80) {
+      if (lead < 0x20 && lead != '\n' && lead != '\t')
+        escape(lead);
+      else if (lead == 0x7F)
+        escape(lead);
+      else
+        out += static_cast<char>(lead);
+      ++i;
+      continue;
+    }
+    // Length and the allowed range of the second byte (RFC 3629: no overlongs, no
+    // surrogates, nothing past U+10FFFF).
+    std::size_t length = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF)
+      length = 2;
+    else if (lead == 0xE0)
+      length = 3, lo = 0xA0;
+    else if (lead >= 0xE1 && lead <= 0xEC)
+      length = 3;
+    else if (lead == 0xED)
+      length = 3, hi = 0x9F;
+    else if (lead >= 0xEE && lead <= 0xEF)
+      length = 3;
+    else if (lead == 0xF0)
+      length = 4, lo = 0x90;
+    else if (lead >= 0xF1 && lead <= 0xF3)
+      length = 4;
+    else if (lead == 0xF4)
+      length = 4, hi = 0x8F;
+    bool valid = length > 0 && i + length <= n && bytes[i + 1] >= lo && bytes[i + 1] <= hi;
+    for (std::size_t k = 2; valid && k < length; ++k)
+      valid = bytes[i + k] >= 0x80 && bytes[i + k] <= 0xBF;
+    if (!valid) {
+      escape(lead);
+      ++i;
+      continue;
+    }
+    out.append(text, i, length);
+    i += length;
+  }
+  return out;
 }
 
 namespace {
 
-const ConfigKey* find_key(const std::string& name) {
-  for (const auto& key : config_schema())
-    if (name == key.name) return &key;
-  return nullptr;
-}
+bool find_key(const std::string& name) { return find_config_entry(name) != nullptr; }
 
 std::size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::size_t> row(b.size() + 1);
@@ -172,7 +116,7 @@ void reject_unknown(const std::string& key, const std::string& where) {
   const std::string same_section = section_keys(key);
   if (!same_section.empty()) message += " Keys of this section: " + same_section;
   message += " (see `trellis train --help` for all keys)";
-  throw ConfigError(message);
+  throw ConfigError(printable(message));
 }
 
 }  // namespace
@@ -191,7 +135,7 @@ RawConfig RawConfig::parse(const std::string& config_file,
                            const std::vector<std::string>& overrides) {
   if (config_file.empty()) return parse_stream(nullptr, "", overrides);
   std::ifstream in(config_file);
-  if (!in) throw ConfigError("cannot open config file '" + config_file + "'");
+  if (!in) throw ConfigError(printable("cannot open config file '" + config_file + "'"));
   return parse_stream(&in, "config file '" + config_file + "'", overrides);
 }
 
@@ -216,7 +160,8 @@ RawConfig RawConfig::parse_stream(std::istream* ini, const std::string& source,
   for (const auto& arg : overrides) {
     const auto equals = arg.find('=');
     if (arg.rfind("--", 0) != 0 || equals == std::string::npos)
-      throw ConfigError("unexpected argument '" + arg + "': overrides are --section.key=value");
+      throw ConfigError(
+          printable("unexpected argument '" + arg + "': overrides are --section.key=value"));
     const std::string key = arg.substr(2, equals - 2);
     if (!find_key(key)) reject_unknown(key, "the command line");
     seen.insert(key);
@@ -232,15 +177,15 @@ RawConfig RawConfig::parse_stream(std::istream* ini, const std::string& source,
         const std::string& key = option.string_key;
         if (!find_key(key)) reject_unknown(key, source);
         if (!in_file.insert(key).second)
-          throw ConfigError("config key '" + key + "' appears twice in " + source);
+          throw ConfigError(printable("config key '" + key + "' appears twice in " + source));
         if (seen.count(key)) continue;  // the command line wins
         config.values_[key] = option.value.empty() ? "" : option.value[0];
         config.explicit_[key] = true;
       }
     }
   } catch (const po::error& e) {
-    throw ConfigError(std::string("cannot parse configuration (") + config.source_ +
-                      "): " + e.what());
+    throw ConfigError(
+        printable(std::string("cannot parse configuration (") + config.source_ + "): " + e.what()));
   }
   return config;
 }
@@ -254,29 +199,6 @@ const std::string& RawConfig::get(const std::string& key) const {
 bool RawConfig::is_default(const std::string& key) const {
   auto it = explicit_.find(key);
   return it == explicit_.end() || !it->second;
-}
-
-void RawConfig::set(const std::string& key, const std::string& value) {
-  if (!find_key(key)) reject_unknown(key, "RawConfig::set");
-  values_[key] = value;
-  explicit_[key] = true;
-}
-
-std::string RawConfig::to_ini() const {
-  std::ostringstream out;
-  out << "# Resolved Trellis configuration (source: " << source_ << ")\n";
-  std::string section;
-  for (const auto& key : config_schema()) {
-    const std::string name = key.name;
-    const auto dot = name.find('.');
-    const std::string this_section = name.substr(0, dot);
-    if (this_section != section) {
-      out << (section.empty() ? "" : "\n") << '[' << this_section << "]\n";
-      section = this_section;
-    }
-    out << name.substr(dot + 1) << " = " << get(name) << '\n';
-  }
-  return out.str();
 }
 
 }  // namespace trellis

@@ -7,7 +7,7 @@
 namespace trellis {
 
 namespace {
-bool uses_tokens(const TrainConfig& config) { return config.model.type == "gpt"; }
+bool uses_tokens(const TrainConfig& config) { return config.model.type == ModelType::gpt; }
 }  // namespace
 
 std::unique_ptr<TrainSource> open_train_source(const TrainConfig& config, const MpiComm& dp) {

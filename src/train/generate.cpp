@@ -55,8 +55,8 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
 
   TrainConfig config = TrainConfig::from(RawConfig::parse_text(
       read_weights_config(options.weights), "the config stored in " + options.weights, {}));
-  if (config.model.type != "gpt")
-    throw ConfigError(options.weights + ": model.type = " + config.model.type +
+  if (config.model.type != ModelType::gpt)
+    throw ConfigError(options.weights + ": model.type = " + model_type_name(config.model.type) +
                       "; generate needs a gpt model");
   if (config.model.vocab <= 0)
     throw InputError(options.weights +

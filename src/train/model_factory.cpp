@@ -92,9 +92,16 @@ std::unique_ptr<nn::Model> build_gpt(const ModelConfig& model, const DataShape& 
 }  // namespace
 
 std::vector<double> model_unit_costs(const ModelConfig& model, const DataShape& data) {
-  if (model.type == "mlp") return nn::mlp_unit_costs(mlp_spec(model, data, 1));
-  if (model.type == "gpt") return nn::gpt_unit_costs(gpt_spec(model, data, 1));
-  throw ConfigError("config key parallel.pp: model.type = " + model.type +
+  switch (model.type) {
+    case ModelType::mlp:
+      return nn::mlp_unit_costs(mlp_spec(model, data, 1));
+    case ModelType::gpt:
+      return nn::gpt_unit_costs(gpt_spec(model, data, 1));
+    case ModelType::cnn:
+      break;
+  }
+  throw ConfigError(std::string("config key parallel.pp: model.type = ") +
+                    model_type_name(model.type) +
                     " has no pipeline-parallel form (mlp and gpt have); use parallel.pp = 1");
 }
 
@@ -102,14 +109,19 @@ std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape
                                        std::int64_t capacity, nn::ParameterStore& store,
                                        const MpiComm* dp, nn::TensorParallel tp,
                                        nn::StageRange stage) {
-  if (model.type == "mlp") return build_mlp(model, data, capacity, store, tp, stage);
-  if (model.type == "gpt") return build_gpt(model, data, capacity, store, tp, stage);
-  if (tp.active())
-    throw ConfigError("config key parallel.tp = " + std::to_string(tp.size()) +
-                      ": model.type = " + model.type +
-                      " has no tensor-parallel form (mlp and gpt have); use parallel.tp = 1");
-  if (model.type == "cnn") return build_cnn(model, data, capacity, store, dp);
-  throw ConfigError("config key model.type = " + model.type + " is not available in this build");
+  switch (model.type) {
+    case ModelType::mlp:
+      return build_mlp(model, data, capacity, store, tp, stage);
+    case ModelType::gpt:
+      return build_gpt(model, data, capacity, store, tp, stage);
+    case ModelType::cnn:
+      if (tp.active())
+        throw ConfigError("config key parallel.tp = " + std::to_string(tp.size()) +
+                          ": model.type = cnn has no tensor-parallel form (mlp and gpt have); "
+                          "use parallel.tp = 1");
+      return build_cnn(model, data, capacity, store, dp);
+  }
+  throw Error("internal: model.type " + std::to_string(static_cast<int>(model.type)));
 }
 
 }  // namespace trellis

@@ -36,7 +36,7 @@ PerformanceModel::PerformanceModel(const TrainConfig& config, const DataShape& s
     : devices_(devices),
       price_(config.monitor.price_per_device_hour),
       spot_price_(config.monitor.spot_price_per_device_hour) {
-  if (config.model.type == "mlp") {
+  if (config.model.type == ModelType::mlp) {
     // A pipeline stage holds only some layers: the whole model's cost comes from its spec.
     const std::vector<double> macs = model_unit_costs(config.model, shape);
     flops_per_sample_ = 6.0 * std::accumulate(macs.begin(), macs.end(), 0.0);

@@ -90,8 +90,8 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
   // loss sum, correct predictions, loss terms (targets), samples
   double sums[4] = {0.0, 0.0, static_cast<double>(part.samples * rows_per_sample),
                     static_cast<double>(part.samples)};
-  const StepBatches batches(buffers_, part, config_.train.micro_batch, config_.train.seed,
-                            completed_, model.takes_tokens());
+  const StepBatches batches(buffers_, part, config_.micro_batch(), config_.train.seed, completed_,
+                            model.takes_tokens());
   StageTimes stage_times;
   Communicator& tp = grid_.communicator(Axis::tp);
   const double tp_blocked_before = tp.blocked_seconds();

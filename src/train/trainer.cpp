@@ -5,6 +5,7 @@
 #include "trellis/train/agreement.hpp"
 #include "trellis/train/data_factory.hpp"
 #include "trellis/train/error_policy.hpp"
+#include "trellis/train/memory_estimate.hpp"
 #include "trellis/train/metrics_sinks.hpp"
 #include "trellis/train/progress.hpp"
 
@@ -29,7 +30,7 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
     : config_(std::move(config)), node_(node), log_(log) {
   run_agreed(world, log_, [&] {
     grid_ = std::make_unique<ProcessGrid>(world, config_.parallel.tp, config_.parallel.pp,
-                                          config_.parallel.backend);
+                                          config_.derived.backend);
     config_.resolve_batch(grid_->size(Axis::dp));
   });
   if (grid_->tp_spans_nodes() && grid_->rank() == 0)
@@ -43,10 +44,12 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
   total_steps_ = config_.train.epochs * train_data_->steps_per_epoch();
   if (config_.train.max_steps > 0) total_steps_ = std::min(config_.train.max_steps, total_steps_);
   const std::int64_t eval_rows = test_data_ ? config_.train.eval_batch : 0;
-  const std::int64_t capacity = std::max(config_.train.micro_batch, eval_rows);
+  const std::int64_t capacity = std::max(config_.micro_batch(), eval_rows);
   run_agreed(all, log_, [&] {
     model_ = std::make_unique<TrainingModel>(config_, shape, *grid_, capacity, total_steps_);
   });
+  if (!model_->schedule().warning().empty() && grid_->rank() == 0)
+    log_.warn(model_->schedule().warning());
   buffers_ = std::make_unique<BatchBuffers>(std::max(config_.local_batch(dp), eval_rows),
                                             shape.feature_numel, shape.seq_len);
   faults_ = std::make_unique<FaultInjector>(config_.fault, grid_->rank(), log_);
@@ -79,11 +82,11 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
     if (!writer) return;
     std::filesystem::create_directories(config_.run_dir);
     std::ofstream out(config_.run_dir + "/config.ini");
-    out << config_.raw.to_ini();
+    out << config_.to_ini();
     if (!out) throw Error("cannot write " + config_.run_dir + "/config.ini");
     metrics_->add_sink(std::make_unique<JsonlSink>(config_.run_dir, resumed ? step() : -1));
     metrics_->add_sink(std::make_unique<TensorBoardSink>(config_.run_dir, resumed.has_value(),
-                                                         config_.raw.to_ini(), step(), log_));
+                                                         config_.to_ini(), step(), log_));
     metrics_->add_sink(std::make_unique<ConsoleSink>(
         log_, want_progress_bar(config_.monitor.progress.c_str(), grid_->rank())));
   });
@@ -99,9 +102,9 @@ void Trainer::open_data() {
   const MPI_Comm all = grid_->world().get();
   const MpiComm& dp = grid_->dp();
   // Input on node-local storage first, if asked: then every later read is local.
-  if (!config_.raw.get("data.stage").empty())
+  if (!config_.data.stage.empty())
     run_agreed(all, log_, [&] {
-      const std::string dir = config_.raw.get("data.stage");
+      const std::string& dir = config_.data.stage;
       config_.data.train = stage_to_node_local(config_.data.train, dir, all);
       if (!config_.data.test.empty())
         config_.data.test = stage_to_node_local(config_.data.test, dir, all);
@@ -111,11 +114,12 @@ void Trainer::open_data() {
   // Every rank opens every shard (collective), so all agree on success.
   run_agreed(all, log_, [&] { train_data_ = open_train_source(config_, dp); });
   const DataShape shape = train_data_->shape();
-  if (config_.model.type == "gpt" && config_.model.vocab == 0) {
-    // Resolved from the data, and written back so config.ini and model.h5 record it.
-    config_.model.vocab = shape.classes;
-    config_.raw.set("model.vocab", std::to_string(shape.classes));
-  }
+  run_agreed(all, log_, [&] {
+    // Resolved from the data; config.ini and model.h5 record it.
+    if (config_.model.type == ModelType::gpt) config_.resolve_vocab(shape.classes);
+    check_memory_estimate(config_, shape, grid_->size(Axis::dp), grid_->size(Axis::tp),
+                          available_memory_bytes());
+  });
   run_agreed(all, log_, [&] {
     if (config_.data.test.empty()) return;
     test_data_ = open_eval_source(config_, config_.data.test, dp, config_.train.eval_batch);
@@ -148,7 +152,7 @@ void Trainer::log_setup() const {
               model.describe() + format(", %.0f slot(s)", model_->engine().slots()));
   log_.info("batch: global " + std::to_string(config_.train.global_batch) + " = " +
             std::to_string(dp) + " ranks x " + std::to_string(micro_batches) + " micro-batches x " +
-            std::to_string(config_.train.micro_batch) + " samples; " +
+            std::to_string(config_.micro_batch()) + " samples; " +
             std::to_string(train_data_->steps_per_epoch()) + " steps per epoch; run dir " +
             config_.run_dir);
 }
@@ -215,7 +219,8 @@ ExitCode Trainer::train() {
   metrics_->before_message();
   if (decision.stop != StopReason::none) {
     log_.info(format("stopping at step %.0f on a ", static_cast<double>(step())) +
-              stop_reason_name(decision.stop) + " with a checkpoint in " + config_.ckpt.dir +
+              stop_reason_name(decision.stop) + " with a checkpoint in " +
+              config_.derived.checkpoint_dir +
               "; resubmit with --resume auto to continue (exit code 75)");
     return ExitCode::stopped_resumable;
   }

@@ -10,38 +10,6 @@
 
 namespace trellis {
 
-namespace {
-
-OptimizerSpec optimizer_spec_from(const OptimConfig& c) {
-  OptimizerSpec spec;
-  spec.type = c.type;
-  spec.momentum = c.momentum;
-  spec.nesterov = c.nesterov;
-  spec.weight_decay = c.weight_decay;
-  spec.beta1 = c.beta1;
-  spec.beta2 = c.beta2;
-  spec.eps = c.eps;
-  spec.alpha = c.alpha;
-  return spec;
-}
-
-ScheduleSpec schedule_spec_from(const SchedConfig& c, float base_lr, std::int64_t total_steps) {
-  ScheduleSpec spec;
-  spec.type = c.type;
-  spec.base_lr = base_lr;
-  spec.warmup_steps = c.warmup_steps;
-  spec.total_steps = total_steps;
-  spec.step_size = c.step_size;
-  spec.gamma = c.gamma;
-  spec.min_lr = c.min_lr;
-  spec.pct_start = c.pct_start;
-  spec.div_factor = c.div_factor;
-  spec.final_div_factor = c.final_div_factor;
-  return spec;
-}
-
-}  // namespace
-
 TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
                              const ProcessGrid& grid, std::int64_t capacity,
                              std::int64_t total_steps) {
@@ -91,10 +59,9 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   for (const std::string& name : tied_)
     if (is_stage_copy(name)) copies.push_back(name);
   norm_mask_ = sync_->gather_shard(trellis::norm_mask(store_, grid.coords(), copies));
-  optimizer_ = make_optimizer(optimizer_spec_from(config.optim), sync_->update_size(),
+  optimizer_ = make_optimizer(config.optimizer_spec(), sync_->update_size(),
                               sync_->gather_shard(store_.decay_mask()));
-  schedule_ =
-      std::make_unique<LrSchedule>(schedule_spec_from(config.sched, config.optim.lr, total_steps));
+  schedule_ = std::make_unique<LrSchedule>(config.schedule_spec(total_steps));
 }
 
 bool TrainingModel::is_stage_copy(const std::string& name) const {

@@ -238,6 +238,9 @@ TEST_CASE("ZeRO-1 steps match unsharded steps and shrink the optimizer state", "
   OptimizerSpec spec;
   spec.type = "adamw";
   spec.weight_decay = 0.1f;
+  spec.beta1 = 0.9f;
+  spec.beta2 = 0.999f;
+  spec.eps = 1e-8f;
   const float lr = 1e-2f;
   const double max_norm = 0.5;  // small enough to clip some steps: the global norm matters
 

@@ -45,8 +45,8 @@ TEST_CASE("config file values and command-line overrides merge, command line win
   CHECK(cfg.optim.lr == Approx(0.1f));
   CHECK(cfg.model.hidden == std::vector<int>{32, 16});
   CHECK(cfg.sched.type == "constant");  // default
-  CHECK(contains(raw.to_ini(), "[train]\nglobal_batch = 64\n"));
-  CHECK(contains(raw.to_ini(), "epochs = 5"));
+  CHECK(contains(cfg.to_ini(), "[train]\nglobal_batch = 64\n"));
+  CHECK(contains(cfg.to_ini(), "epochs = 5"));
 }
 
 TEST_CASE("unknown keys are rejected with the closest known key", "[config]") {
@@ -86,7 +86,7 @@ TEST_CASE("batch arithmetic is checked against dp and the micro-batch", "[config
   auto cfg = TrainConfig::from(RawConfig::parse("", {"--train.global_batch=128"}));
   auto copy = cfg;
   copy.resolve_batch(4);
-  CHECK(copy.train.micro_batch == 32);
+  CHECK(copy.micro_batch() == 32);
   CHECK(copy.accumulation_steps(4) == 1);
   CHECK(contains(error_of([&] {
                    auto c = cfg;

@@ -52,6 +52,9 @@ TEST_CASE("a warmed-up training step makes no heap allocation", "[perf][alloc]")
   OptimizerSpec ospec;
   ospec.type = "adamw";
   ospec.weight_decay = 0.01f;
+  ospec.beta1 = 0.9f;
+  ospec.beta2 = 0.999f;
+  ospec.eps = 1e-8f;
   auto optimizer = make_optimizer(ospec, store.buffer_size(), store.decay_mask());
   DistributedSampler sampler(1000, batch, 3, true);
   LocalBatch local;
@@ -95,6 +98,9 @@ long allocations_in_steady_state(trellis::nn::Model& model, trellis::nn::Paramet
   nn::SoftmaxCrossEntropy loss(model.classes(), n * model.rows_per_sample());
   OptimizerSpec ospec;
   ospec.type = "adamw";
+  ospec.beta1 = 0.9f;
+  ospec.beta2 = 0.999f;
+  ospec.eps = 1e-8f;
   auto optimizer = make_optimizer(ospec, store.buffer_size(), store.decay_mask());
   auto step = [&](std::int64_t s, bool training) {
     store.zero_grads();

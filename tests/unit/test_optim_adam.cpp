@@ -20,8 +20,11 @@ struct Snapshot {
 };
 
 std::vector<Snapshot> run(trellis::Adam::Decay decay, float weight_decay) {
-  trellis::OptimizerSpec spec;
+  trellis::OptimizerSpec spec;  // torch's defaults
   spec.weight_decay = weight_decay;
+  spec.beta1 = 0.9f;
+  spec.beta2 = 0.999f;
+  spec.eps = 1e-8f;
   trellis::Adam opt(spec, decay, 3, to_device({1.f, 1.f, 0.f}));
   const auto state = opt.state();
   REQUIRE(state.size() == 2);

@@ -18,6 +18,10 @@ trellis::OptimizerSpec spec_of(const std::string& type) {
   spec.type = type;
   spec.momentum = 0.9f;
   spec.weight_decay = 0.1f;
+  spec.beta1 = 0.9f;  // torch's defaults
+  spec.beta2 = 0.999f;
+  spec.eps = 1e-8f;
+  spec.alpha = 0.99f;
   return spec;
 }
 

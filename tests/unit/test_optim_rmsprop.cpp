@@ -20,6 +20,8 @@ trellis::OptimizerSpec rmsprop_spec(float momentum, float weight_decay) {
   spec.type = "rmsprop";
   spec.momentum = momentum;
   spec.weight_decay = weight_decay;
+  spec.eps = 1e-8f;  // torch's defaults
+  spec.alpha = 0.99f;
   return spec;
 }
 

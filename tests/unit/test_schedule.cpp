@@ -11,9 +11,13 @@ using optim_test::contains;
 namespace {
 
 trellis::ScheduleSpec spec_of(const std::string& type, float base_lr) {
-  trellis::ScheduleSpec spec;
+  trellis::ScheduleSpec spec;  // torch's defaults where the type uses them
   spec.type = type;
   spec.base_lr = base_lr;
+  spec.gamma = 0.1f;
+  spec.pct_start = 0.3f;
+  spec.div_factor = 25.0f;
+  spec.final_div_factor = 1e4f;
   return spec;
 }
 
@@ -110,9 +114,8 @@ TEST_CASE("bad schedule specs name the config key", "[optim][schedule]") {
   CHECK(contains(error_for(step), "sched.gamma"));
 
   auto cosine = spec_of("cosine", 0.1f);
+  CHECK(contains(error_for(cosine), "total steps"));  // default total 0
   cosine.warmup_steps = 100;
-  cosine.total_steps = 100;
-  CHECK(contains(error_for(cosine), "total steps"));
   cosine.total_steps = 200;
   cosine.min_lr = 0.2f;
   CHECK(contains(error_for(cosine), "sched.min_lr"));
@@ -135,4 +138,26 @@ TEST_CASE("bad schedule specs name the config key", "[optim][schedule]") {
           ok.total_steps = 100;
           return ok;
         }()) == "");
+}
+
+TEST_CASE("a warm-up longer than the run is cut to the run's length with a warning",
+          "[optim][schedule]") {
+  for (const char* type : {"cosine", "constant", "step"}) {
+    INFO(type);
+    auto spec = spec_of(type, 1.0f);
+    spec.step_size = 1000;
+    spec.warmup_steps = 100;  // fashion_mlp.ini's warm-up in a --train.max_steps=20 run
+    spec.total_steps = 20;
+    const trellis::LrSchedule sched(spec);
+    CHECK(sched.spec().warmup_steps == 20);
+    CHECK(contains(sched.warning(), "sched.warmup_steps = 100"));
+    CHECK(contains(sched.warning(), "20 steps"));
+    CHECK(sched.lr(0) == near(1.0 / 20));
+    CHECK(sched.lr(19) == near(1.0));  // reaches base_lr at the run's last step
+  }
+  auto fits = spec_of("cosine", 1.0f);
+  fits.warmup_steps = 10;
+  fits.total_steps = 100;
+  CHECK(trellis::LrSchedule(fits).warning().empty());
+  CHECK(trellis::LrSchedule(fits).spec().warmup_steps == 10);
 }

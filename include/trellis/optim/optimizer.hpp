@@ -23,17 +23,18 @@
 
 namespace trellis {
 
-// Config keys: optim.type, optim.momentum, optim.nesterov, optim.weight_decay, optim.beta1,
-// optim.beta2, optim.eps, optim.alpha. Defaults are PyTorch's.
+// The optimizer's hyperparameters: the optim.* section of the configuration (train/ adds
+// optim.lr and optim.clip_norm on top). No defaults here: the config table is the only place
+// they live, so a spec built by hand sets every field its type uses.
 struct OptimizerSpec {
-  std::string type = "adamw";  // "sgd" | "adam" | "adamw" | "rmsprop"
-  float momentum = 0.0f;       // sgd, rmsprop
-  bool nesterov = false;       // sgd; needs momentum > 0
-  float weight_decay = 0.0f;   // coupled L2 (sgd/adam/rmsprop), decoupled (adamw)
-  float beta1 = 0.9f;          // adam, adamw
-  float beta2 = 0.999f;        // adam, adamw
-  float eps = 1e-8f;           // adam, adamw, rmsprop
-  float alpha = 0.99f;         // rmsprop smoothing of the squared gradient
+  std::string type;        // "sgd" | "adam" | "adamw" | "rmsprop"
+  float momentum = 0;      // sgd, rmsprop
+  bool nesterov = false;   // sgd; needs momentum > 0
+  float weight_decay = 0;  // coupled L2 (sgd/adam/rmsprop), decoupled (adamw)
+  float beta1 = 0;         // adam, adamw
+  float beta2 = 0;         // adam, adamw
+  float eps = 0;           // adam, adamw, rmsprop
+  float alpha = 0;         // rmsprop smoothing of the squared gradient
 };
 
 // Named state buffer, each [numel], for checkpoints ("exp_avg", "momentum_buffer", ...).

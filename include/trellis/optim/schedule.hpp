@@ -1,7 +1,7 @@
 // Learning-rate schedules: lr as a pure function of the 0-based step, so a resumed run needs
 // no scheduler state beyond the step count.
 //
-// Warm-up (all types but onecycle), W = warmup_steps:
+// Warm-up (all types but onecycle), W = min(warmup_steps, total_steps when > 0):
 //   step < W:  lr = base_lr * (step + 1) / W       (reaches base_lr at step W - 1; never 0)
 // then, with s = step - W:
 //   constant:  lr = base_lr
@@ -22,30 +22,33 @@
 
 namespace trellis {
 
-// Config keys: sched.type, optim.lr (base_lr), sched.warmup_steps, sched.step_size,
-// sched.gamma, sched.min_lr, sched.pct_start, sched.div_factor, sched.final_div_factor.
-// Defaults for the onecycle fields are torch's.
+// The sched.* section of the configuration, plus base_lr and total_steps, which are no
+// sched.* keys: TrainConfig::schedule_spec() fills them (from optim.lr and the run length).
+// No defaults here: the config table is the only place they live.
 struct ScheduleSpec {
-  std::string type = "constant";  // "constant" | "step" | "cosine" | "onecycle"
-  float base_lr = 1e-3f;          // optim.lr; the peak for onecycle
+  std::string type;   // "constant" | "step" | "cosine" | "onecycle"
+  float base_lr = 0;  // optim.lr; the peak for onecycle
   std::int64_t warmup_steps = 0;
-  std::int64_t total_steps = 0;   // cosine, onecycle; set by the trainer, not a config key
-  std::int64_t step_size = 0;     // step
-  float gamma = 0.1f;             // step
-  float min_lr = 0.0f;            // cosine
-  float pct_start = 0.3f;         // onecycle
-  float div_factor = 25.0f;       // onecycle
-  float final_div_factor = 1e4f;  // onecycle
+  std::int64_t total_steps = 0;  // cosine, onecycle (and the warm-up's cap); the run's length
+  std::int64_t step_size = 0;    // step
+  float gamma = 0;               // step
+  float min_lr = 0;              // cosine
+  float pct_start = 0;           // onecycle
+  float div_factor = 0;          // onecycle
+  float final_div_factor = 0;    // onecycle
 };
 
 class LrSchedule {
  public:
-  // Validates the fields spec.type uses; throws ConfigError naming the key.
+  // Validates the fields spec.type uses; throws ConfigError naming the key. A warm-up longer
+  // than the run (total_steps > 0) is cut to the run's length, and warning() says so.
   explicit LrSchedule(ScheduleSpec spec);
 
   float lr(std::int64_t step) const;  // step >= 0
   float operator()(std::int64_t step) const { return lr(step); }
   const ScheduleSpec& spec() const { return spec_; }
+  // Empty, or what the constructor changed (the truncated warm-up): log it on rank 0.
+  const std::string& warning() const { return warning_; }
 
  private:
   enum class Kind { constant, step, cosine, onecycle };
@@ -54,6 +57,7 @@ class LrSchedule {
 
   ScheduleSpec spec_;
   Kind kind_;
+  std::string warning_;
 };
 
 }  // namespace trellis

@@ -1,8 +1,8 @@
 // Run configuration: an INI file plus `--section.key=value` command-line overrides (the
 // command line wins), checked against one schema of known keys before any work starts.
 //
-// RawConfig holds the merged strings and knows every key's default and help text;
-// TrainConfig (train_config.hpp) turns them into typed, validated values.
+// RawConfig holds the merged strings (defaults from the config table, then the file, then the
+// command line); TrainConfig (train_config.hpp) turns them into typed, validated values.
 #pragma once
 
 #include <iosfwd>
@@ -16,9 +16,11 @@ struct ConfigKey {
   const char* name;           // "section.key"
   const char* default_value;  // "" means: no default, empty
   const char* help;
+  const char* allowed;  // the values the key takes: "an integer >= 1", "one of: a, b", ...
 };
 
-// Every key Trellis understands, in the order the resolved config is written.
+// Every key Trellis understands, in the order the resolved config is written; generated from
+// the config table (config_table.hpp).
 const std::vector<ConfigKey>& config_schema();
 
 class RawConfig {
@@ -34,11 +36,7 @@ class RawConfig {
 
   const std::string& get(const std::string& key) const;  // throws on a key not in the schema
   bool is_default(const std::string& key) const;
-  void set(const std::string& key, const std::string& value);
   const std::string& source() const { return source_; }
-
-  // The fully resolved configuration as INI text, every key included.
-  std::string to_ini() const;
 
  private:
   static RawConfig parse_stream(std::istream* ini, const std::string& source,
@@ -50,5 +48,9 @@ class RawConfig {
 
 // "Did you mean ...?" for unknown keys.
 std::string closest_config_key(const std::string& key);
+
+// `text` with every byte that is not part of valid UTF-8, and every control character but
+// newline and tab, written as \xNN: config errors echo what the user gave, safely.
+std::string printable(const std::string& text);
 
 }  // namespace trellis

@@ -1,0 +1,290 @@
+// The config table: each key once, with its default, its typed field and range or choices,
+// and its help text. Add a key here and it is parsed, validated, listed by --help and
+// written to config.ini.
+#include "trellis/train/config_table.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/train/config_fields.hpp"
+
+#include <climits>
+
+namespace trellis {
+
+namespace {
+
+ConfigEntry make_entry(const char* name, const char* default_value, const char* help,
+                       FieldBinding binding) {
+  return {name,
+          default_value,
+          help,
+          std::move(binding.allowed),
+          std::move(binding.parse),
+          std::move(binding.format)};
+}
+
+// fault.inject = rank:step:kind (or empty: none). The rank is checked against the world by
+// TrainConfig::check_against_world().
+FieldBinding fault_injection(const char* key) {
+  static const std::vector<const char*> kinds = {"throw", "hang", "nan", "signal",
+                                                 "kill_in_checkpoint"};
+  FieldBinding b;
+  b.allowed =
+      "empty, or rank:step:kind with rank >= 0, step >= 1, kind one of " + choice_list(kinds);
+  b.parse = [key, allowed = b.allowed](TrainConfig& c, const std::string& t) {
+    FaultConfig& f = c.fault;
+    f.inject_rank = -1, f.inject_step = 0, f.inject_kind.clear();
+    if (t.empty()) return;
+    const auto a = t.find(':');
+    const auto z = a == std::string::npos ? a : t.find(':', a + 1);
+    std::int64_t rank = -1, step = 0;
+    const std::string kind = z == std::string::npos ? "" : t.substr(z + 1);
+    bool known_kind = false;
+    for (const char* k : kinds) known_kind = known_kind || kind == k;
+    if (z == std::string::npos || !config_text::parse_int64(t.substr(0, a), rank) || rank < 0 ||
+        rank > INT_MAX || !config_text::parse_int64(t.substr(a + 1, z - a - 1), step) || step < 1 ||
+        !known_kind)
+      reject_value(key, t, allowed);
+    f.inject_rank = static_cast<int>(rank), f.inject_step = step, f.inject_kind = kind;
+  };
+  b.format = [](const TrainConfig& c) -> std::string {
+    const FaultConfig& f = c.fault;
+    if (f.inject_rank < 0) return "";
+    return std::to_string(f.inject_rank) + ":" + std::to_string(f.inject_step) + ":" +
+           f.inject_kind;
+  };
+  return b;
+}
+
+// parallel.schedule: names and parsing live with PipelineSchedule.
+FieldBinding pipeline_schedule(const char* key) {
+  FieldBinding b;
+  b.allowed = "one of: 1f1b, gpipe";
+  b.parse = [key, allowed = b.allowed](TrainConfig& c, const std::string& t) {
+    if (t != "1f1b" && t != "gpipe") reject_value(key, t, allowed);
+    c.parallel.schedule = parse_pipeline_schedule(t);
+  };
+  b.format = [](const TrainConfig& c) -> std::string {
+    return pipeline_schedule_name(c.parallel.schedule);
+  };
+  return b;
+}
+
+constexpr std::int64_t kIntMax = INT_MAX;  // for int64 counts that end up in an int
+
+}  // namespace
+
+// FIELD(section.field): the accessor a binding reads and writes.
+#define FIELD(path)               \
+  +[](TrainConfig & c) -> auto& { \
+    return c.path;                \
+  }
+#define KEY(NAME, DEFAULT, HELP, BUILDER, ...) \
+  make_entry(NAME, DEFAULT, HELP, BUILDER(NAME, __VA_ARGS__))
+
+const std::vector<ConfigEntry>& config_table() {
+  static const std::vector<ConfigEntry> table = {
+      KEY("model.type", "mlp", "network family", named, FIELD(model.type), model_type_names()),
+      KEY("model.hidden", "256,128", "hidden layer widths of the MLP, comma-separated", int_list,
+          FIELD(model.hidden), 1, 1 << 24),
+      KEY("model.activation", "relu", "activation of the MLP's hidden layers", choice,
+          FIELD(model.activation), {"relu", "gelu"}),
+      KEY("model.dropout", "0",
+          "dropout probability in [0, 1): mlp after each hidden activation, gpt on "
+          "embeddings, attention weights and residual branches",
+          real, FIELD(model.dropout), 0.0, 0.99),
+      KEY("model.init", "kaiming", "weight initialisation of the MLP", choice, FIELD(model.init),
+          {"kaiming", "xavier"}),
+      KEY("model.widths", "32,64,128",
+          "cnn: channels of each stage (stages after the first halve H and W)", int_list,
+          FIELD(model.widths), 1, 1 << 24),
+      KEY("model.blocks", "1", "cnn: residual blocks per stage", integer, FIELD(model.blocks), 1),
+      KEY("model.sync_bn", "true", "cnn: BatchNorm statistics over all data-parallel ranks",
+          boolean, FIELD(model.sync_bn)),
+      KEY("model.n_layer", "4", "gpt: transformer blocks", integer, FIELD(model.n_layer), 1),
+      KEY("model.n_head", "4", "gpt: attention heads (divides model.d_model)", integer,
+          FIELD(model.n_head), 1),
+      KEY("model.d_model", "128", "gpt: embedding width", integer, FIELD(model.d_model), 1),
+      KEY("model.seq_len", "128", "gpt: context length in tokens", integer, FIELD(model.seq_len),
+          1),
+      KEY("model.vocab", "0", "gpt: vocabulary size; 0 = the training set's vocab_size", integer,
+          FIELD(model.vocab), 0),
+      KEY("train.global_batch", "128", "samples per optimizer step over all data-parallel ranks",
+          integer, FIELD(train.global_batch), 1),
+      KEY("train.micro_batch", "0",
+          "samples per forward/backward on one rank; 0 = global_batch / dp "
+          "(gradients accumulate over global_batch / (dp * micro_batch))",
+          integer, FIELD(train.micro_batch), 0, kIntMax),
+      KEY("train.epochs", "1", "passes over the training set", integer, FIELD(train.epochs), 1),
+      KEY("train.max_steps", "0", "stop after this many optimizer steps; 0 = no limit", integer,
+          FIELD(train.max_steps), 0),
+      KEY("train.seed", "1234", "seed of initialisation, shuffling and dropout", integer,
+          FIELD(train.seed), 0),
+      KEY("train.eval_batch", "1000", "samples per evaluation batch on one rank", integer,
+          FIELD(train.eval_batch), 1, kIntMax),
+      KEY("train.eval_every_epoch", "true", "evaluate on data.test after every epoch", boolean,
+          FIELD(train.eval_every_epoch)),
+      KEY("train.eval_interval", "0", "also evaluate every this many steps; 0 = only at epoch ends",
+          integer, FIELD(train.eval_interval), 0),
+      KEY("train.time_limit", "0",
+          "seconds of wall time for this run (checkpoint and stop before); 0 = none", real,
+          FIELD(train.time_limit_s), 0.0, 1e9),
+      KEY("train.eval_max_samples", "0",
+          "evaluate on at most this many samples of data.test; 0 = all", integer,
+          FIELD(train.eval_max_samples), 0),
+      KEY("optim.type", "sgd", "optimizer", choice, FIELD(optim.type),
+          {"sgd", "adam", "adamw", "rmsprop"}),
+      KEY("optim.lr", "0.05", "base learning rate", real, FIELD(optim.lr), 0.0, 1e3),
+      KEY("optim.momentum", "0.9", "momentum (sgd, rmsprop)", real, FIELD(optim.momentum), 0.0,
+          0.999999),
+      KEY("optim.nesterov", "false", "Nesterov momentum (sgd)", boolean, FIELD(optim.nesterov)),
+      KEY("optim.weight_decay", "0", "weight decay (L2 for sgd/adam/rmsprop, decoupled for adamw)",
+          real, FIELD(optim.weight_decay), 0.0, 10.0),
+      KEY("optim.beta1", "0.9", "Adam beta1", real, FIELD(optim.beta1), 0.0, 0.999999),
+      KEY("optim.beta2", "0.999", "Adam beta2", real, FIELD(optim.beta2), 0.0, 0.99999999),
+      KEY("optim.eps", "1e-8", "Adam / RMSProp epsilon", real, FIELD(optim.eps), 1e-30, 1.0),
+      KEY("optim.alpha", "0.99", "RMSProp smoothing constant", real, FIELD(optim.alpha), 0.0,
+          0.999999),
+      KEY("optim.clip_norm", "0", "clip the global gradient norm to this value; 0 = off", real,
+          FIELD(optim.clip_norm), 0.0, 1e9),
+      KEY("sched.type", "constant", "learning-rate schedule", choice, FIELD(sched.type),
+          {"constant", "step", "cosine", "onecycle"}),
+      KEY("sched.warmup_steps", "0", "linear warm-up steps (constant, step, cosine)", integer,
+          FIELD(sched.warmup_steps), 0),
+      KEY("sched.step_size", "1000", "steps between decays (step)", integer, FIELD(sched.step_size),
+          1),
+      KEY("sched.gamma", "0.1", "decay factor (step)", real, FIELD(sched.gamma), 0.0, 1.0),
+      KEY("sched.min_lr", "0", "final learning rate (cosine)", real, FIELD(sched.min_lr), 0.0, 1e3),
+      KEY("sched.pct_start", "0.3", "fraction of steps spent rising (onecycle)", real,
+          FIELD(sched.pct_start), 0.0, 1.0),
+      KEY("sched.div_factor", "25", "initial lr = lr / div_factor (onecycle)", real,
+          FIELD(sched.div_factor), 1.0, 1e9),
+      KEY("sched.final_div_factor", "10000", "final lr = initial lr / final_div_factor (onecycle)",
+          real, FIELD(sched.final_div_factor), 1.0, 1e12),
+      KEY("data.train", "", "training set: an HDF5 file or a glob of shard files", text,
+          FIELD(data.train)),
+      KEY("data.test", "",
+          "test (or validation) set: an HDF5 file or a glob of shard files (optional)", text,
+          FIELD(data.test)),
+      KEY("data.shuffle", "true", "reshuffle the training set every epoch", boolean,
+          FIELD(data.shuffle)),
+      KEY("data.remainder", "partial", "last incomplete global batch: partial (use it) | drop",
+          choice, FIELD(data.remainder), {"partial", "drop"}),
+      KEY("data.stage", "",
+          "node-local directory (e.g. $TMPDIR or an NVMe mount) to copy the data files into, "
+          "once per node, before training; empty: read in place",
+          text, FIELD(data.stage)),
+      KEY("data.cache", "none",
+          "none: read every batch from HDF5 | memory: load the whole dataset "
+          "into each rank's memory once (small datasets)",
+          named, FIELD(data.cache_in_memory), {{"none", false}, {"memory", true}}),
+      KEY("parallel.tp", "1",
+          "tensor-parallel ranks per model replica (consecutive ranks: keep them on one node); "
+          "mlp and gpt",
+          integer, FIELD(parallel.tp), 1),
+      KEY("parallel.pp", "1", "pipeline-parallel stages (mlp and gpt)", integer, FIELD(parallel.pp),
+          1),
+      make_entry("parallel.schedule", "1f1b",
+                 "pipeline schedule: 1f1b (at most pp - stage micro-batches in flight) | gpipe "
+                 "(all forwards, then all backwards)",
+                 pipeline_schedule("parallel.schedule")),
+      KEY("parallel.stages", "",
+          "units per pipeline stage, e.g. 2,1,1 (mlp: one per Linear; gpt: embeddings, each "
+          "block, head); empty: balanced by cost; needs parallel.pp > 1",
+          text, FIELD(parallel.stages)),
+      KEY("parallel.backend", "auto",
+          "communicator for the model's tensors (auto: nccl in CUDA builds with NCCL)", choice,
+          FIELD(parallel.backend), {"auto", "mpi", "nccl"}),
+      KEY("parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB", real,
+          FIELD(parallel.bucket_mb), 0.001, 1e6),
+      KEY("parallel.overlap", "true",
+          "start each gradient bucket's all-reduce as soon as backward has filled it", boolean,
+          FIELD(parallel.overlap)),
+      KEY("parallel.zero", "0",
+          "1: ZeRO-1, optimizer state sharded over the data-parallel ranks (reduce-scatter "
+          "gradients, update the own shard, all-gather parameters)",
+          named, FIELD(parallel.zero), {{"0", false}, {"1", true}}),
+      KEY("run.dir", "runs/default", "directory for config.ini, metrics.jsonl and model.h5", text,
+          FIELD(run_dir), /*allow_empty=*/false),
+      KEY("ckpt.dir", "", "checkpoint directory; empty: <run.dir>/checkpoints", text,
+          FIELD(ckpt.dir)),
+      KEY("ckpt.interval_steps", "0", "write a checkpoint every this many steps; 0 = not by steps",
+          integer, FIELD(ckpt.interval_steps), 0),
+      KEY("ckpt.interval_minutes", "0",
+          "write a checkpoint every this many minutes; 0 = not by time", real,
+          FIELD(ckpt.interval_minutes), 0.0, 1e9),
+      KEY("ckpt.keep", "3", "checkpoints kept (older ones are removed); 0 = all", integer,
+          FIELD(ckpt.keep), 0, kIntMax),
+      KEY("ckpt.resume", "none",
+          "none | auto (the newest valid checkpoint in ckpt.dir, if any) | a step directory; "
+          "also --resume",
+          text, FIELD(ckpt.resume), /*allow_empty=*/false),
+      KEY("ckpt.margin_s", "60",
+          "stop and checkpoint this many seconds (plus one step) before train.time_limit or "
+          "SLURM_JOB_END_TIME",
+          real, FIELD(ckpt.margin_s), 0.0, 1e9),
+      KEY("monitor.peak_tflops", "0",
+          "peak TFLOP/s of one device for MFU; 0: the data-sheet peak of a known GPU, or an "
+          "SGEMM measured at start-up on CPUs",
+          real, FIELD(monitor.peak_tflops), 0.0, 1e9),
+      KEY("cost.price_per_device_hour", "0", "on-demand price of one device (GPU) for one hour",
+          real, FIELD(monitor.price_per_device_hour), 0.0, 1e9),
+      KEY("cost.spot_price_per_device_hour", "0", "spot/preemptible price of one device-hour", real,
+          FIELD(monitor.spot_price_per_device_hour), 0.0, 1e9),
+      KEY("budget.max_cost", "0",
+          "stop (with a checkpoint) when the on-demand cost so far reaches this; 0 = no budget",
+          real, FIELD(monitor.max_cost), 0.0, 1e15),
+      KEY("budget.max_hours", "0",
+          "stop (with a checkpoint) after this many hours of wall time; 0 = no budget", real,
+          FIELD(monitor.max_hours), 0.0, 1e9),
+      KEY("early_stop.metric", "none",
+          "stop (with a checkpoint) when this evaluation metric stops improving: none | "
+          "test_loss | test_accuracy",
+          choice, FIELD(monitor.early_stop_metric), {"none", "test_loss", "test_accuracy"}),
+      KEY("early_stop.patience", "3", "evaluations without improvement before stopping", integer,
+          FIELD(monitor.patience), 1),
+      KEY("early_stop.min_delta", "0", "smallest change that counts as an improvement", real,
+          FIELD(monitor.min_delta), 0.0, 1e9),
+      KEY("log.progress", "auto",
+          "auto (a bar when stdout is a terminal and no MPI launcher started the process: "
+          "mpirun's ranks always see a terminal) | bar | lines",
+          choice, FIELD(monitor.progress), {"auto", "bar", "lines"}),
+      KEY("fault.timeout_s", "0",
+          "watchdog: abort the job when a rank makes no progress for this long; 0 = off", real,
+          FIELD(fault.timeout_s), 0.0, 1e9),
+      KEY("fault.nonfinite", "skip",
+          "non-finite loss or gradients: skip (the step, with a warning) | abort", named,
+          FIELD(fault.skip_nonfinite), {{"skip", true}, {"abort", false}}),
+      KEY("fault.max_skips", "5", "abort after this many consecutive skipped steps", integer,
+          FIELD(fault.max_skips), 1),
+      make_entry("fault.inject", "",
+                 "testing aid: rank:step:kind, kind throw | hang | nan | signal (SIGUSR1 to "
+                 "itself) | kill_in_checkpoint (SIGKILL during the checkpoint after that step)",
+                 fault_injection("fault.inject")),
+      KEY("log.interval", "50", "log every this many optimizer steps", integer, FIELD(log_interval),
+          1),
+  };
+  return table;
+}
+
+#undef KEY
+#undef FIELD
+
+const ConfigEntry* find_config_entry(const std::string& name) {
+  for (const ConfigEntry& entry : config_table())
+    if (name == entry.name) return &entry;
+  return nullptr;
+}
+
+const std::vector<std::pair<const char*, ModelType>>& model_type_names() {
+  static const std::vector<std::pair<const char*, ModelType>> names = {
+      {"mlp", ModelType::mlp}, {"cnn", ModelType::cnn}, {"gpt", ModelType::gpt}};
+  return names;
+}
+
+const char* model_type_name(ModelType type) {
+  for (const auto& [name, value] : model_type_names())
+    if (value == type) return name;
+  throw Error("internal: unnamed ModelType " + std::to_string(static_cast<int>(type)));
+}
+
+}  // namespace trellis
