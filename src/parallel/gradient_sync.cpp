@@ -135,16 +135,15 @@ ConstFloatView GradientSync::gather_shard(ConstFloatView full) const {
   return shard;
 }
 
-void GradientSync::gather_full(ConstFloatView shard, FloatView full) {
-  TRELLIS_REQUIRE(shard.extent(0) == update_size_ && full.extent(0) == store_.buffer_size(),
-                  "GradientSync::gather_full: views of " + std::to_string(shard.extent(0)) +
-                      " and " + std::to_string(full.extent(0)) + " floats");
-  if (!options_.zero1) {
-    Kokkos::deep_copy(full, shard);
-    return;
+std::vector<GradientSync::ShardRange> GradientSync::shard_ranges() const {
+  if (!options_.zero1) return {ShardRange{0, store_.buffer_size(), 0}};
+  const auto r = static_cast<std::size_t>(dp_.rank());
+  std::vector<ShardRange> ranges;
+  for (const Bucket& bucket : buckets_) {
+    const std::size_t first = bucket.begin + r * bucket.piece;
+    ranges.push_back({first, first + bucket.piece, bucket.shard_offset});
   }
-  for (const Bucket& bucket : buckets_)
-    dp_.all_gather(shard.data() + bucket.shard_offset, full.data() + bucket.begin, bucket.piece);
+  return ranges;
 }
 
 void GradientSync::load_shard_from_params() {

@@ -3,12 +3,12 @@
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/timer.hpp"
-#include "trellis/parallel/logical_tensors.hpp"
 #include "trellis/parallel/tensor_ownership.hpp"
 #include "trellis/train/agreement.hpp"
 #include "trellis/train/build_info.hpp"
 #include "trellis/train/weights_file.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace trellis {
@@ -33,41 +33,48 @@ CheckpointManager::CheckpointManager(const TrainConfig& config, const ProcessGri
                                      const Logger& log)
     : config_(config), grid_(grid), model_(model), faults_(faults), log_(log) {}
 
-std::vector<TensorPiece> CheckpointManager::pieces(std::vector<FloatView>& full_state,
-                                                   bool with_optimizer) const {
+std::vector<TensorPiece> CheckpointManager::pieces(bool with_optimizer) const {
   const GridCoords& at = grid_.coords();
   const nn::ParameterStore& store = model_.store();
   std::vector<TensorPiece> pieces;
-  auto add = [&](const std::string& name, const nn::ParamInfo& info, FloatView local) {
+  auto piece_of = [&](const std::string& name, const nn::ParamInfo& info, DpCopies dp) {
     TensorPiece piece;
     piece.name = name;
     piece.logical_shape = info.logical_shape;
     piece.shard = info.shard;
-    piece.writer =
-        owns_piece(info.shard.sharded(), model_.is_stage_copy(info.name), DpCopies::identical, at);
-    piece.local = local;
-    pieces.push_back(std::move(piece));
+    piece.writer = owns_piece(info.shard.sharded(), model_.is_stage_copy(info.name), dp, at);
+    return piece;
   };
-  for (std::size_t i = 0; i < store.size(); ++i)
-    add("params/" + store.info(i).name, store.info(i), store.param(i));
+  for (std::size_t i = 0; i < store.size(); ++i) {
+    TensorPiece piece =
+        piece_of("params/" + store.info(i).name, store.info(i), DpCopies::identical);
+    piece.local = store.param(i);
+    pieces.push_back(std::move(piece));
+  }
   if (with_optimizer) {
-    // Optimizer state: the whole flat buffers ([buffer_size]), windows per parameter.
-    const NamedState state = model_.optimizer().state();
+    // Optimizer state lives in the update views ([update size]): the whole flat buffer, or
+    // with ZeRO-1 this rank's shard, one piece per bucket. Each rank writes and reads its own
+    // ranges of each parameter's piece (ZeRO-1: DpCopies::distinct), nobody gathers.
     const GradientSync& sync = model_.sync();
-    full_state.clear();
-    for (const auto& [state_name, view] : state) {
-      FloatView full = view;
-      if (sync.sharded()) {
-        full = FloatView("trellis::ckpt::" + state_name, store.buffer_size());
-        model_.sync().gather_full(view, full);
-      }
-      full_state.push_back(full);
+    const DpCopies dp = sync.sharded() ? DpCopies::distinct : DpCopies::identical;
+    const std::vector<GradientSync::ShardRange> ranges = sync.shard_ranges();
+    for (const auto& [state_name, view] : model_.optimizer().state())
       for (std::size_t i = 0; i < store.size(); ++i) {
         const nn::ParamInfo& info = store.info(i);
-        add("optim/" + state_name + "/" + info.name, info,
-            slice(full, info.offset, info.offset + info.numel));
+        for (const GradientSync::ShardRange& range : ranges) {
+          const std::size_t first = std::max(info.offset, range.flat_begin);
+          const std::size_t end = std::min(info.offset + info.numel, range.flat_end);
+          if (first >= end) continue;
+          TensorPiece piece = piece_of("optim/" + state_name + "/" + info.name, info, dp);
+          if (first != info.offset || end != info.offset + info.numel) {
+            piece.range_begin = first - info.offset;
+            piece.range_end = end - info.offset;
+          }
+          const std::size_t local = range.shard_offset + (first - range.flat_begin);
+          piece.local = slice(view, local, local + (end - first));
+          pieces.push_back(std::move(piece));
+        }
       }
-    }
   }
   // Model buffers (BatchNorm running statistics) are equal on every rank that holds them.
   for (const nn::NamedBuffer& buffer : model_.model().buffers()) {
@@ -85,8 +92,7 @@ std::vector<TensorPiece> CheckpointManager::pieces(std::vector<FloatView>& full_
 
 std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_steps) {
   faults_.in_checkpoint(step);
-  std::vector<FloatView> full_state;
-  const std::vector<TensorPiece> all = pieces(full_state, true);
+  const std::vector<TensorPiece> all = pieces(true);
   CheckpointInfo info;
   info.step = step;
   info.config_ini = config_.to_ini();
@@ -101,18 +107,9 @@ std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_step
 void CheckpointManager::load(const std::string& dir) {
   const MPI_Comm world = grid_.world().get();
   verify_checkpoint(dir, world);
-  std::vector<FloatView> full_state;
-  const std::vector<TensorPiece> all = pieces(full_state, true);
-  read_checkpoint(dir, all, world);
-  // ZeRO-1: the optimizer's shards from the whole buffers just read, and the master copy of
-  // this rank's parameters.
-  GradientSync& sync = model_.sync();
-  if (sync.sharded()) {
-    const NamedState state = model_.optimizer().state();
-    for (std::size_t k = 0; k < state.size(); ++k)
-      Kokkos::deep_copy(state[k].second, sync.gather_shard(full_state[k]));
-  }
-  sync.load_shard_from_params();
+  read_checkpoint(dir, pieces(true), world);
+  // ZeRO-1: the master copy of this rank's parameters (the state was read into the shard).
+  model_.sync().load_shard_from_params();
 }
 
 std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
@@ -185,21 +182,10 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
 }
 
 std::string CheckpointManager::write_weights() const {
+  // The same pieces and writers as a checkpoint's, without the optimizer state: every rank
+  // writes what it owns, nobody gathers the model.
   const std::string path = config_.run_dir + "/model.h5";
-  // Every tp group gathers its logical tensors (collective); world rank 0 writes them.
-  std::vector<HostTensor> weights;
-  const MPI_Comm world = grid_.world().get();
-  run_agreed(world, log_, [&] {
-    weights = logical_parameters(model_.store(), grid_.communicator(Axis::tp));
-    std::vector<std::string> copies;
-    for (const std::string& name : model_.tied())
-      if (model_.is_stage_copy(name)) copies.push_back(name);
-    weights = gather_stages(std::move(weights), grid_.pp(), copies);
-  });
-  run_agreed(world, log_, [&] {
-    if (grid_.rank() != 0) return;
-    save_weights(path, weights, model_.model().buffers(), config_.to_ini());
-  });
+  write_weights_file(path, pieces(false), config_.to_ini(), grid_.world().get());
   return path;
 }
 

@@ -40,9 +40,21 @@ std::vector<FileTensor> file_tensors(const std::vector<TensorPiece>& pieces, MPI
   std::vector<std::uint64_t> hashes(static_cast<std::size_t>(size));
   TRELLIS_MPI(MPI_Allgather(&hash.value, 1, MPI_UINT64_T, hashes.data(), 1, MPI_UINT64_T, comm));
   std::vector<FileTensor> tensors;
+  std::map<std::string, std::vector<const TensorPiece*>> held;  // name -> parts, piece order
+  for (const TensorPiece& p : pieces)
+    if (p.held) held[p.name].push_back(&p);
+  for (auto& [name, parts] : held)
+    std::sort(parts.begin(), parts.end(), [](const TensorPiece* a, const TensorPiece* b) {
+      return a->part_begin() < b->part_begin();
+    });
   if (std::all_of(hashes.begin(), hashes.end(), [&](std::uint64_t h) { return h == hashes[0]; })) {
-    for (const TensorPiece& p : pieces)
-      tensors.push_back({p.name, p.logical_shape, p.held ? &p : nullptr});
+    std::set<std::string> listed;
+    for (const TensorPiece& p : pieces) {
+      if (!listed.insert(p.name).second) continue;
+      const auto it = held.find(p.name);
+      tensors.push_back({p.name, p.logical_shape,
+                         it == held.end() ? std::vector<const TensorPiece*>{} : it->second});
+    }
     return tensors;
   }
   // Only the lowest rank of each distinct list sends it.
@@ -68,12 +80,10 @@ std::vector<FileTensor> file_tensors(const std::vector<TensorPiece>& pieces, MPI
       throw Error("tensor '" + t.name + "': the ranks give it different logical shapes, " +
                   shape_string(it->second) + " and " + shape_string(t.shape));
   }
-  std::map<std::string, const TensorPiece*> held;
-  for (const TensorPiece& p : pieces)
-    if (p.held) held[p.name] = &p;
   for (const auto& [name, shape] : shapes) {
     const auto it = held.find(name);
-    tensors.push_back({name, shape, it == held.end() ? nullptr : it->second});
+    tensors.push_back(
+        {name, shape, it == held.end() ? std::vector<const TensorPiece*>{} : it->second});
   }
   return tensors;
 }
@@ -97,13 +107,38 @@ void check_local_size(const TensorPiece& p) {
 
 }  // namespace
 
+std::size_t FileTensor::local_count() const {
+  std::size_t count = 0;
+  for (const TensorPiece* p : parts) count += p->local.extent(0);
+  return count;
+}
+
 void check_pieces(const std::vector<TensorPiece>& pieces, bool for_writing) {
-  std::set<std::string> names;
+  std::map<std::string, std::vector<const TensorPiece*>> by_name;
   for (const TensorPiece& p : pieces) {
     check_piece(p);
-    if (!names.insert(p.name).second) throw Error("tensor '" + p.name + "' appears twice");
+    by_name[p.name].push_back(&p);
     if (!p.held && p.writer) throw Error("tensor '" + p.name + "': a writer must hold a piece");
     if (p.held && (p.writer || !for_writing)) check_local_size(p);
+  }
+  // A name given more than once: disjoint ranges of one piece, all held, writers alike.
+  for (auto& [name, parts] : by_name) {
+    if (parts.size() < 2) continue;
+    std::sort(parts.begin(), parts.end(), [](const TensorPiece* a, const TensorPiece* b) {
+      return a->part_begin() < b->part_begin();
+    });
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      const TensorPiece& p = *parts[k];
+      const TensorPiece& q = *parts[0];
+      if (p.whole_piece() || !p.held || p.writer != q.writer ||
+          p.logical_shape != q.logical_shape || p.shard.dim != q.shard.dim ||
+          p.shard.parts != q.shard.parts || p.shard.index != q.shard.index ||
+          p.shard.sections != q.shard.sections)
+        throw Error("tensor '" + name +
+                    "' appears twice (only disjoint ranges of one piece may repeat a name)");
+      if (k > 0 && parts[k - 1]->part_end() > p.part_begin())
+        throw Error("tensor '" + name + "': overlapping ranges");
+    }
   }
 }
 

@@ -15,11 +15,18 @@
 
 namespace trellis::tensor_file {
 
-// One tensor of the file: its name and logical shape, and this rank's piece of it, if any.
+// One tensor of the file: its name and logical shape, and this rank's parts of it: none, the
+// piece (or one range of it), or several disjoint ranges of the piece (ZeRO-1 optimizer state
+// of a parameter that spans gradient buckets), in increasing piece order, which is also the
+// file's row-major order. The parts' elements, back to back, are this rank's transfer.
 struct FileTensor {
   std::string name;
   Shape shape;
-  const TensorPiece* piece = nullptr;  // nullptr: this rank holds none of it
+  std::vector<const TensorPiece*> parts;
+
+  const TensorPiece* first() const { return parts.empty() ? nullptr : parts.front(); }
+  bool writer() const { return !parts.empty() && parts.front()->writer; }
+  std::size_t local_count() const;  // elements of all parts
 };
 
 // FNV-1a over what every rank must pass alike.
@@ -40,7 +47,8 @@ bool same_on_all_ranks(MPI_Comm comm, std::uint64_t hash);
 // different shapes.
 std::vector<FileTensor> file_tensors(const std::vector<TensorPiece>& pieces, MPI_Comm comm);
 
-// Names, shapes, specs and ranges of this rank's pieces; the local sizes of those it writes
+// Names, shapes, specs and ranges of this rank's pieces (a name may repeat only for disjoint
+// ranges of the same piece, all writers or none); the local sizes of those it writes
 // (for_writing) or reads (all it holds). Throws Error.
 void check_pieces(const std::vector<TensorPiece>& pieces, bool for_writing);
 
@@ -52,6 +60,8 @@ H5Space file_space(const Shape& logical);
 // rank takes part in the transfer without data). The selected elements, in the file's
 // row-major order, are the part's elements in order.
 void select_part(hid_t space, const TensorPiece* p);
+// The union of several parts' selections (FileTensor::parts order = file order).
+void select_parts(hid_t space, const std::vector<const TensorPiece*>& parts);
 
 // 1-D memory dataspace of `count` floats (at least one element, so that the buffer pointer may
 // be a dummy; nothing selected when count is 0).

@@ -164,19 +164,32 @@ void read_tensor_file(const std::string& path, const std::vector<TensorPiece>& p
   H5Plist dxpl(TRELLIS_H5(H5Pcreate(H5P_DATASET_XFER)));
   TRELLIS_H5(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE));
   for (std::size_t i = 0; i < n; ++i) {
-    const TensorPiece* p = tensors[i].piece;
-    capture(failure, static_cast<int>(i), path + ": tensor '" + tensors[i].name + "': ", true, [&] {
-      if (shape_numel(tensors[i].shape) == 0) return;  // no storage (see write_tensor)
+    const FileTensor& t = tensors[i];
+    capture(failure, static_cast<int>(i), path + ": tensor '" + t.name + "': ", true, [&] {
+      if (shape_numel(t.shape) == 0) return;  // no storage (see write_tensor)
       H5Space space(TRELLIS_H5(H5Dget_space(datasets[i].get())));
+      // The parts back to back (one part: its own host mirror).
       HostFloatView host;
-      if (p != nullptr) host = Kokkos::create_mirror_view(HostSpace(), p->local);
+      if (t.parts.size() == 1)
+        host = Kokkos::create_mirror_view(HostSpace(), t.parts[0]->local);
+      else if (t.parts.size() > 1)
+        host = HostFloatView("trellis::tensor_file::parts", t.local_count());
       const std::size_t count = host.extent(0);
-      tensor_file::select_part(space.get(), count > 0 ? p : nullptr);
+      tensor_file::select_parts(space.get(),
+                                count > 0 ? t.parts : std::vector<const TensorPiece*>{});
       H5Space memory = tensor_file::memory_space(count);
       float dummy = 0.0f;
       TRELLIS_H5(H5Dread(datasets[i].get(), H5T_NATIVE_FLOAT, memory.get(), space.get(), dxpl.get(),
                          count > 0 ? host.data() : &dummy));
-      if (count > 0) Kokkos::deep_copy(p->local, host);
+      std::size_t at = 0;
+      for (const TensorPiece* p : t.parts) {
+        const std::size_t n = p->local.extent(0);
+        if (t.parts.size() == 1)
+          Kokkos::deep_copy(p->local, host);
+        else
+          Kokkos::deep_copy(p->local, Kokkos::subview(host, std::make_pair(at, at + n)));
+        at += n;
+      }
     });
   }
   agree(comm, failure);

@@ -49,7 +49,7 @@ void write_tensor(OpenFile& f, const FileTensor& t, const HostFloatView& host) {
   // rank skips it alike.
   if (shape_numel(t.shape) == 0) return;
   const std::size_t count = host.extent(0);
-  tensor_file::select_part(space.get(), count > 0 ? t.piece : nullptr);
+  tensor_file::select_parts(space.get(), count > 0 ? t.parts : std::vector<const TensorPiece*>{});
   H5Space memory = tensor_file::memory_space(count);
   const float dummy = 0.0f;
   TRELLIS_H5(H5Dwrite(f.datasets.back().get(), H5T_NATIVE_FLOAT, memory.get(), space.get(),
@@ -83,8 +83,7 @@ void write_tensor_file(const std::string& path, const std::vector<TensorPiece>& 
   // 2. Coverage: the writers' parts must add up to each tensor exactly.
   std::vector<std::uint64_t> written(n, 0);
   for (std::size_t i = 0; i < n; ++i)
-    if (tensors[i].piece != nullptr && tensors[i].piece->writer)
-      written[i] = tensors[i].piece->local.extent(0);
+    if (tensors[i].writer()) written[i] = tensors[i].local_count();
   TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, written.data(), static_cast<int>(n), MPI_UINT64_T,
                             MPI_SUM, comm));
   for (std::size_t i = 0; i < n; ++i) {
@@ -113,14 +112,30 @@ void write_tensor_file(const std::string& path, const std::vector<TensorPiece>& 
   // rank whose write failed alone stops every rank at the same place.
   std::vector<std::uint64_t> checksums(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
-    const TensorPiece* p = tensors[i].piece;
-    const std::string where = prefix + "tensor '" + tensors[i].name + "': ";
+    const FileTensor& t = tensors[i];
+    const std::string where = prefix + "tensor '" + t.name + "': ";
     HostFloatView host;
     capture(failure, static_cast<int>(i), where, false, [&] {
-      if (p == nullptr || !p->writer) return;
-      host = Kokkos::create_mirror_view_and_copy(HostSpace(), p->local);
-      checksums[i] = checkpoint_checksum(host.data(), host.extent(0),
-                                         p->shard.index_map(p->logical_shape), p->part_begin());
+      if (!t.writer()) return;
+      // The parts back to back (one part: its own host mirror, no copy on host backends).
+      if (t.parts.size() == 1) {
+        host = Kokkos::create_mirror_view_and_copy(HostSpace(), t.parts[0]->local);
+      } else {
+        host = HostFloatView("trellis::tensor_file::parts", t.local_count());
+        std::size_t at = 0;
+        for (const TensorPiece* p : t.parts) {
+          const std::size_t n = p->local.extent(0);
+          Kokkos::deep_copy(Kokkos::subview(host, std::make_pair(at, at + n)), p->local);
+          at += n;
+        }
+      }
+      std::size_t at = 0;
+      for (const TensorPiece* p : t.parts) {
+        const std::size_t n = p->local.extent(0);
+        checksums[i] += checkpoint_checksum(host.data() + at, n,
+                                            p->shard.index_map(p->logical_shape), p->part_begin());
+        at += n;
+      }
     });
     capture(failure, static_cast<int>(i), where, false, [&] {
       write_tensor(file, tensors[i], host);

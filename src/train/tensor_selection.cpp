@@ -156,39 +156,56 @@ void select_boxes(hid_t space, const std::vector<Box>& boxes) {
 
 }  // namespace
 
-void select_part(hid_t space, const TensorPiece* p) {
-  if (p == nullptr || shape_numel(p->logical_shape) == 0) {
-    TRELLIS_H5(H5Sselect_none(space));
-    return;
-  }
-  const hsize_t begin = p->part_begin(), end = p->part_end();
-  if (begin == end) {
-    TRELLIS_H5(H5Sselect_none(space));
-    return;
-  }
-  const std::vector<hsize_t> dims(p->logical_shape.begin(), p->logical_shape.end());
-  if (!p->shard.sharded()) {
-    if (p->whole_piece() || dims.empty()) {
-      TRELLIS_H5(H5Sselect_all(space));
-      return;
+namespace {
+
+// The boxes of p's part; `all` instead when the part is the whole tensor.
+std::vector<Box> part_boxes(const TensorPiece& p, bool& all) {
+  all = false;
+  const hsize_t begin = p.part_begin(), end = p.part_end();
+  if (shape_numel(p.logical_shape) == 0 || begin == end) return {};
+  const std::vector<hsize_t> dims(p.logical_shape.begin(), p.logical_shape.end());
+  if (!p.shard.sharded()) {
+    if (p.whole_piece() || dims.empty()) {
+      all = true;
+      return {};
     }
     std::vector<Box> boxes = run_boxes(dims, begin, end);
     for (Box& box : boxes) {
       box.stride.assign(dims.size(), 1);
       box.block.assign(dims.size(), 1);
     }
-    select_boxes(space, boxes);
-    return;
+    return boxes;
   }
   PieceLayout l;
   l.dims = dims;
-  l.dim = static_cast<std::size_t>(p->shard.dim);
-  l.sections = static_cast<hsize_t>(p->shard.sections);
-  l.parts = static_cast<hsize_t>(p->shard.parts);
-  l.index = static_cast<hsize_t>(p->shard.index);
+  l.dim = static_cast<std::size_t>(p.shard.dim);
+  l.sections = static_cast<hsize_t>(p.shard.sections);
+  l.parts = static_cast<hsize_t>(p.shard.parts);
+  l.index = static_cast<hsize_t>(p.shard.index);
   l.piece = dims[l.dim] / (l.sections * l.parts);
   for (std::size_t k = l.dim + 1; k < dims.size(); ++k) l.inner *= dims[k];
-  select_boxes(space, range_boxes(l, begin, end));
+  return range_boxes(l, begin, end);
+}
+
+}  // namespace
+
+void select_part(hid_t space, const TensorPiece* p) {
+  select_parts(
+      space, p == nullptr ? std::vector<const TensorPiece*>{} : std::vector<const TensorPiece*>{p});
+}
+
+void select_parts(hid_t space, const std::vector<const TensorPiece*>& parts) {
+  std::vector<Box> boxes;
+  for (const TensorPiece* p : parts) {
+    bool all = false;
+    std::vector<Box> more = part_boxes(*p, all);
+    if (all) {
+      TRELLIS_H5(H5Sselect_all(space));
+      return;
+    }
+    for (Box& box : more) boxes.push_back(std::move(box));
+  }
+  select_boxes(space, boxes);
 }
 
 }  // namespace trellis::tensor_file

@@ -57,41 +57,6 @@ void write_weights_file(const std::string& path, const std::vector<TensorPiece>&
   }
 }
 
-void save_weights(const std::string& path, const std::vector<HostTensor>& params,
-                  const std::vector<nn::NamedBuffer>& buffers, const std::string& config_ini) {
-  hdf5_quiet();
-  const std::string tmp = path + ".tmp";
-  {
-    H5File file(TRELLIS_H5(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)));
-    write_weights_root(file.get(), config_ini);
-    H5Handle<H5Gclose> group(
-        TRELLIS_H5(H5Gcreate2(file.get(), "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
-    for (const HostTensor& param : params) {
-      std::vector<hsize_t> dims(param.shape.begin(), param.shape.end());
-      H5Space space(
-          TRELLIS_H5(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
-      H5Dataset dataset(TRELLIS_H5(H5Dcreate2(group.get(), param.name.c_str(), H5T_IEEE_F32LE,
-                                              space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
-      TRELLIS_H5(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                          param.values.data()));
-    }
-    H5Handle<H5Gclose> buffer_group(
-        TRELLIS_H5(H5Gcreate2(file.get(), "buffers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
-    for (const auto& buffer : buffers) {
-      const hsize_t size = buffer.data.extent(0);
-      H5Space space(TRELLIS_H5(H5Screate_simple(1, &size, nullptr)));
-      H5Dataset dataset(
-          TRELLIS_H5(H5Dcreate2(buffer_group.get(), buffer.name.c_str(), H5T_IEEE_F32LE,
-                                space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
-      auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), buffer.data);
-      TRELLIS_H5(
-          H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host.data()));
-    }
-    TRELLIS_H5(H5Fflush(file.get(), H5F_SCOPE_GLOBAL));
-  }
-  publish_by_rename(tmp, path);
-}
-
 std::string read_weights_config(const std::string& path) {
   H5File file = open_for_reading(path);
   if (!has_attribute(file.get(), "config"))

@@ -8,7 +8,6 @@
 #include "trellis/core/tensor_list_codec.hpp"
 #include "trellis/data/hdf5_attributes.hpp"
 #include "trellis/nn/parameter_store.hpp"
-#include "trellis/parallel/logical_tensors.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -88,8 +87,7 @@ TEST_CASE("the tensor list codec round-trips and rejects truncated bytes", "[cor
     CHECK_THROWS_AS(decode_tensors(bytes.substr(0, cut)), Error);
 }
 
-TEST_CASE("ShardSpec maps pieces into the logical tensor; unshard inverts the pieces",
-          "[nn][params]") {
+TEST_CASE("ShardSpec maps pieces into the logical tensor", "[nn][params]") {
   const Shape logical = {2, 12, 3};  // dim 1: 2 sections x 3 parts of 2 rows
   const nn::ShardSpec spec = nn::ShardSpec::split(1, 3, 1, 2);
   CHECK(spec.divides(logical));
@@ -103,28 +101,9 @@ TEST_CASE("ShardSpec maps pieces into the logical tensor; unshard inverts the pi
   CHECK_THROWS_AS(nn::ShardSpec{}.piece_shape({-1}), Error);
   CHECK(nn::ShardSpec{}.piece_shape(logical) == logical);
   CHECK(nn::ShardSpec{}.index_map(logical)(17) == 17);
-
-  // unshard: pieces gathered back to back become the logical tensor.
-  nn::ParamInfo info;
-  info.name = "w";
-  info.logical_shape = logical;
-  info.shard = spec;
-  info.numel = 24;
-  std::vector<float> gathered(72);
-  for (int part = 0; part < 3; ++part) {
-    nn::ShardSpec piece = spec;
-    piece.index = part;
-    const kernels::ShardIndexMap m = piece.index_map(logical);
-    for (std::size_t e = 0; e < 24; ++e)
-      gathered[static_cast<std::size_t>(part) * 24 + e] = static_cast<float>(m(e));
-  }
-  std::vector<float> expected(72);
-  std::iota(expected.begin(), expected.end(), 0.0f);
-  CHECK(unshard(gathered, info) == expected);
 }
 
-TEST_CASE("durable files: write, publish by rename over a file or a directory, remove",
-          "[core]") {
+TEST_CASE("durable files: write, publish by rename over a file or a directory, remove", "[core]") {
   namespace fs = std::filesystem;
   const std::string dir = fresh_test_dir("durable_file");
   write_file_durably(dir + "/a.tmp", "one\n");

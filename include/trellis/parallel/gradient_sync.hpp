@@ -100,10 +100,13 @@ class GradientSync : public nn::GradReadyListener {
   // zero1: all-gathers the updated master shard back into store.params() (every bucket
   // started non-blocking, then all waited for). Not sharded: nothing.
   void finish_update();
-  // zero1: the inverse of gather_shard(): all-gathers every rank's [update_size()] shard of a
-  // sharded buffer (optimizer state, for checkpoints) into full [buffer_size()] on every
-  // rank. Not sharded: copies. Collective over dp; not for the training step.
-  void gather_full(ConstFloatView shard, FloatView full);
+  // Where this rank's update elements sit: [flat_begin, flat_end) of the flat buffers is
+  // [shard_offset, shard_offset + flat_end - flat_begin) of the update views, in flat order.
+  // zero1: one range per bucket (the rank's piece of it); not sharded: the whole buffer.
+  struct ShardRange {
+    std::size_t flat_begin = 0, flat_end = 0, shard_offset = 0;
+  };
+  std::vector<ShardRange> shard_ranges() const;
   // zero1: master shard := this rank's elements of store.params() (after a checkpoint restore;
   // the constructor does it too). Not sharded: nothing.
   void load_shard_from_params();

@@ -5,7 +5,8 @@
 // a checkpoint loads on any dp x tp x pp layout:
 //   params/<name>              each parameter, every piece written once (owns_piece)
 //   optim/<state>/<name>       each optimizer state buffer (exp_avg, exp_avg_sq,
-//                              momentum_buffer, square_avg) per parameter
+//                              momentum_buffer, square_avg) per parameter; with ZeRO-1 each dp
+//                              rank writes and reads the ranges of its own shard
 //   buffers/<name>             BatchNorm running statistics
 // plus the step, the optimizer's step count, the skipped steps, the global batch, the
 // resolved config and the build. Randomness needs no state: every draw is keyed by (seed,
@@ -53,9 +54,8 @@ class CheckpointManager {
   std::string write_weights() const;
 
  private:
-  // Every tensor a checkpoint holds, as this rank's pieces. full_state receives the whole
-  // optimizer-state buffers the optim/ pieces point into (gathered over dp with ZeRO-1).
-  std::vector<TensorPiece> pieces(std::vector<FloatView>& full_state, bool with_optimizer) const;
+  // Every tensor a checkpoint (with_optimizer) or model.h5 holds, as this rank's pieces.
+  std::vector<TensorPiece> pieces(bool with_optimizer) const;
   void load(const std::string& dir);
 
   const TrainConfig& config_;

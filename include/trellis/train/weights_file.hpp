@@ -9,7 +9,6 @@
 #pragma once
 
 #include "trellis/data/hdf5_tuning.hpp"
-#include "trellis/parallel/logical_tensors.hpp"
 #include "trellis/train/tensor_piece.hpp"
 
 #include <mpi.h>
@@ -33,11 +32,6 @@ inline constexpr int kWeightsFormatVersion = 1;
 void write_weights_file(const std::string& path, const std::vector<TensorPiece>& pieces,
                         const std::string& config_ini, MPI_Comm comm,
                         const Hdf5Tuning& tuning = Hdf5Tuning{});
-
-// One rank, serial HDF5 (until every caller uses write_weights_file). params: logical tensors
-// (parallel/logical_tensors.hpp), whatever layout trained them.
-void save_weights(const std::string& path, const std::vector<HostTensor>& params,
-                  const std::vector<nn::NamedBuffer>& buffers, const std::string& config_ini);
 
 // The `config` attribute of a weights file. Throws InputError naming the file.
 std::string read_weights_config(const std::string& path);
