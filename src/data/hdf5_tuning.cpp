@@ -1,6 +1,7 @@
 #include "trellis/data/hdf5_tuning.hpp"
 
 #include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/error.hpp"
 
 namespace trellis {
 
@@ -23,6 +24,13 @@ class MpiInfo {
 };
 
 }  // namespace
+
+void check_tuning(const Hdf5Tuning& tuning) {
+  if (tuning.collective_metadata_reads && !tuning.collective_transfer)
+    throw ConfigError(
+        "HDF5 collective metadata reads need collective transfer: with independent reads, "
+        "chunk lookups inside H5Dread would be independent metadata reads");
+}
 
 H5Plist make_parallel_file_access(MPI_Comm comm, const Hdf5Tuning& tuning) {
   H5Plist fapl(TRELLIS_H5(H5Pcreate(H5P_FILE_ACCESS)));

@@ -37,11 +37,7 @@ TokenDataset TokenDataset::open(const std::string& spec, MPI_Comm comm, const Hd
 
 TokenDataset TokenDataset::open(const std::vector<std::string>& specs, MPI_Comm comm,
                                 const Hdf5Tuning& tuning) {
-  if (tuning.collective_metadata_reads && !tuning.collective_transfer) {
-    throw ConfigError(
-        "HDF5 collective metadata reads need collective transfer: with independent reads, "
-        "chunk lookups inside H5Dread would be independent metadata reads");
-  }
+  check_tuning(tuning);
   hdf5_quiet();
   const std::vector<std::string> paths = resolve_data_files(specs, comm);
 

@@ -68,6 +68,10 @@ struct Hdf5Tuning {
 
 // File access list for reading on `comm` with the MPI-IO driver (H5Pset_fapl_mpio) and the
 // hints above. Opening with it is collective over comm.
+// Throws ConfigError for a combination HDF5 cannot honour (collective metadata reads need
+// collective transfers).
+void check_tuning(const Hdf5Tuning& tuning);
+
 H5Plist make_parallel_file_access(MPI_Comm comm, const Hdf5Tuning& tuning);
 
 // Dataset access list with the chunk cache above.
