@@ -159,36 +159,49 @@ void read_tensor_file(const std::string& path, const std::vector<TensorPiece>& p
             [&] { datasets[i] = open_tensor(file.get(), tensors[i].name, tensors[i].shape); });
   agree(comm, failure);
 
-  // 3. Collective reads, one tensor at a time through a host mirror; a failure on one tensor
-  // skips only this rank's local work, never the later collectives.
+  // 3. Collective reads, one tensor at a time through a host mirror. A rank whose local
+  // preparation fails (allocation, selection) still joins the collective read, with an empty
+  // selection, so no rank is left waiting; the failure is agreed at the end.
   H5Plist dxpl(TRELLIS_H5(H5Pcreate(H5P_DATASET_XFER)));
   TRELLIS_H5(H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE));
   for (std::size_t i = 0; i < n; ++i) {
     const FileTensor& t = tensors[i];
-    capture(failure, static_cast<int>(i), path + ": tensor '" + t.name + "': ", true, [&] {
-      if (shape_numel(t.shape) == 0) return;  // no storage (see write_tensor)
-      H5Space space(TRELLIS_H5(H5Dget_space(datasets[i].get())));
-      // The parts back to back (one part: its own host mirror).
-      HostFloatView host;
+    if (shape_numel(t.shape) == 0) continue;  // no storage (see write_tensor): every rank skips
+    const std::string where = path + ": tensor '" + t.name + "': ";
+    H5Space space, memory;
+    HostFloatView host;  // the parts back to back (one part: its own host mirror)
+    bool prepared = false;
+    capture(failure, static_cast<int>(i), where, true, [&] {
+      space = tensor_file::file_space(t.shape);  // the dataset's shape, checked when opened
       if (t.parts.size() == 1)
         host = Kokkos::create_mirror_view(HostSpace(), t.parts[0]->local);
       else if (t.parts.size() > 1)
         host = HostFloatView("trellis::tensor_file::parts", t.local_count());
-      const std::size_t count = host.extent(0);
       tensor_file::select_parts(space.get(),
-                                count > 0 ? t.parts : std::vector<const TensorPiece*>{});
-      H5Space memory = tensor_file::memory_space(count);
+                                host.extent(0) > 0 ? t.parts : std::vector<const TensorPiece*>{});
+      memory = tensor_file::memory_space(host.extent(0));
+      prepared = true;
+    });
+    capture(failure, static_cast<int>(i), where, true, [&] {
+      if (!prepared) {  // take part without data
+        host = HostFloatView();
+        space = tensor_file::file_space(t.shape);
+        TRELLIS_H5(H5Sselect_none(space.get()));
+        memory = tensor_file::memory_space(0);
+      }
       float dummy = 0.0f;
+      const std::size_t count = host.extent(0);
       TRELLIS_H5(H5Dread(datasets[i].get(), H5T_NATIVE_FLOAT, memory.get(), space.get(), dxpl.get(),
                          count > 0 ? host.data() : &dummy));
+      if (!prepared) return;
       std::size_t at = 0;
       for (const TensorPiece* p : t.parts) {
-        const std::size_t n = p->local.extent(0);
+        const std::size_t k = p->local.extent(0);
         if (t.parts.size() == 1)
           Kokkos::deep_copy(p->local, host);
         else
-          Kokkos::deep_copy(p->local, Kokkos::subview(host, std::make_pair(at, at + n)));
-        at += n;
+          Kokkos::deep_copy(p->local, Kokkos::subview(host, std::make_pair(at, at + k)));
+        at += k;
       }
     });
   }
