@@ -1,6 +1,7 @@
 // data.stage (staging.hpp): the node's staged copy is reused only while it matches the source;
 // a staged copy edited behind Trellis's back (same size) is copied again, on every rank alike.
 #include "catch.hpp"
+#include "unit/test_text_helpers.hpp"
 
 #include "trellis/data/staging.hpp"
 
@@ -17,10 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using trellis::test::read_all;
 
 }  // namespace
 

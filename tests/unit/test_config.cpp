@@ -1,4 +1,5 @@
 #include "catch.hpp"
+#include "unit/test_text_helpers.hpp"
 
 #include "trellis/core/error.hpp"
 #include "trellis/train/train_config.hpp"
@@ -14,23 +15,16 @@ using trellis::TrainConfig;
 
 namespace {
 
+using trellis::test::contains;
+
+std::string error_of(const std::function<void()>& f) {
+  return trellis::test::message_of<ConfigError>(f);
+}
+
 std::string write_ini(const std::string& name, const std::string& text) {
   const std::string path = "/tmp/trellis_test_" + name + ".ini";
   std::ofstream(path) << text;
   return path;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace

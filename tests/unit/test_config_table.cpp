@@ -1,6 +1,7 @@
 // The config table and what is generated from it: typed parsing in each field's own type,
 // the resolved config.ini, typed checkpoint comparison, derived values, the memory estimate.
 #include "catch.hpp"
+#include "unit/test_text_helpers.hpp"
 
 #include "trellis/core/error.hpp"
 #include "trellis/train/config_table.hpp"
@@ -18,21 +19,14 @@ using trellis::TrainConfig;
 
 namespace {
 
-TrainConfig parse(const std::vector<std::string>& overrides) {
-  return TrainConfig::from(RawConfig::parse("", overrides));
-}
+using trellis::test::contains;
 
 std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return trellis::test::message_of<ConfigError>(f);
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+TrainConfig parse(const std::vector<std::string>& overrides) {
+  return TrainConfig::from(RawConfig::parse("", overrides));
 }
 
 std::string bad(const std::string& override_arg) {
@@ -76,8 +70,9 @@ TEST_CASE("model.type is an enum with one name mapping", "[config][table]") {
   CHECK(std::string(trellis::model_type_name(ModelType::gpt)) == "gpt");
   CHECK(contains(bad("--model.type=rnn"), "one of: mlp, cnn, gpt"));
   // The gpt's shape rules come from the model code itself, before any data is read.
-  const std::string heads =
-      error_of([] { parse({"--model.type=gpt", "--model.d_model=130", "--model.n_head=4"}); });
+  const std::string heads = error_of([] {
+    parse({"--model.type=gpt", "--model.d_model=130", "--model.n_head=4"});
+  });
   CHECK(contains(heads, "model.d_model"));
   CHECK(contains(heads, "model.n_head"));
   CHECK(error_of([] { parse({"--model.d_model=130"}); }).empty());  // not a gpt: not its rule

@@ -1,6 +1,7 @@
 // The small utilities under checkpoints and weights: the one HDF5 format/version check, the
 // tensor list codec, ShardSpec's piece arithmetic (and unshard built on it), durable files.
 #include "catch.hpp"
+#include "unit/test_text_helpers.hpp"
 
 #include "unit/test_data_helpers.hpp"
 
@@ -18,17 +19,10 @@ using namespace trellis::testing;
 
 namespace {
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
+using trellis::test::contains;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+std::string message_of(const std::function<void()>& f) {
+  return trellis::test::message_of<InputError>(f, "(no InputError)");
 }
 
 std::string read_text(const std::string& path) {

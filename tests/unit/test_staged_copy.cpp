@@ -1,6 +1,7 @@
 // data.stage's record of a staged copy (staged_copy.hpp): a copy is reused only while it is an
 // intact copy of the source as the source is now.
 #include "catch.hpp"
+#include "unit/test_text_helpers.hpp"
 
 #include "trellis/data/staged_copy.hpp"
 
@@ -18,10 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using trellis::test::read_all;
 
 void write_all(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
