@@ -20,15 +20,20 @@ namespace fs = std::filesystem;
   throw Error("cannot " + what + " '" + path + "': " + std::strerror(err));
 }
 
-void fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
-  if (fd < 0) throw_errno("open", path, errno);
+// fsync(fd), then close it; either failure names the path.
+void fsync_and_close(int fd, const std::string& path) {
   if (::fsync(fd) != 0) {
     const int err = errno;
     ::close(fd);
     throw_errno("fsync", path, err);
   }
   if (::close(fd) != 0) throw_errno("close", path, errno);
+}
+
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
+  if (fd < 0) throw_errno("open", path, errno);
+  fsync_and_close(fd, path);
 }
 
 void rename_path(const std::string& from, const std::string& to) {
@@ -56,12 +61,7 @@ void write_file_durably(const std::string& path, const std::string& text) {
     }
     done += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw_errno("fsync", path, err);
-  }
-  if (::close(fd) != 0) throw_errno("close", path, errno);
+  fsync_and_close(fd, path);
 }
 
 void publish_by_rename(const std::string& tmp, const std::string& final_path) {

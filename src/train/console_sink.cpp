@@ -1,28 +1,19 @@
+#include "trellis/core/format.hpp"
 #include "trellis/train/metrics_sinks.hpp"
 
 #include <cstdio>
 
 namespace trellis {
 
-namespace {
-
-std::string format(const char* fmt, double a, double b = 0, double c = 0, double d = 0,
-                   double e = 0, double f = 0) {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), fmt, a, b, c, d, e, f);
-  return buf;
-}
-
-}  // namespace
-
 void ConsoleSink::interval(const IntervalReport& r) {
   std::string line =
-      format("epoch %.0f step %6.0f/%.0f  loss %.4f  lr %.4g  %.0f samples/s",
-             static_cast<double>(r.epoch), static_cast<double>(r.step),
-             static_cast<double>(r.total_steps), r.loss, r.lr, r.samples_per_sec) +
-      format("  %.3g TFLOP/s  MFU %.1f%%  ETA %.0f s", r.tflops, 100.0 * r.mfu, r.eta_s);
+      format_text("epoch %.0f step %6.0f/%.0f  loss %.4f  lr %.4g  %.0f samples/s",
+                  static_cast<double>(r.epoch), static_cast<double>(r.step),
+                  static_cast<double>(r.total_steps), r.loss, r.lr, r.samples_per_sec) +
+      format_text("  %.3g TFLOP/s  MFU %.1f%%  ETA %.0f s", r.tflops, 100.0 * r.mfu, r.eta_s);
   if (r.show_cost)
-    line += format("  cost %.2f (projected %.2f)", r.cost.on_demand, r.cost.projected_on_demand);
+    line +=
+        format_text("  cost %.2f (projected %.2f)", r.cost.on_demand, r.cost.projected_on_demand);
   if (!bar_.enabled()) log_.info(line);
 }
 
@@ -34,41 +25,42 @@ void ConsoleSink::evaluation(const EvalReport& r) {
   bar_.clear();
   const EvalResult& e = r.result;
   if (r.tokens)
-    log_.info(format(
+    log_.info(format_text(
         "epoch %.0f step %.0f  validation loss %.4f  %.4f bits per token  (%.0f sequences, %.1f s)",
         static_cast<double>(r.epoch), static_cast<double>(r.step), e.loss, e.bits_per_target(),
         static_cast<double>(e.samples), r.seconds));
   else
-    log_.info(format("epoch %.0f  test loss %.4f  test accuracy %.2f%%  (%.0f samples, %.1f s)",
-                     static_cast<double>(r.epoch), e.loss, 100.0 * e.accuracy,
-                     static_cast<double>(e.samples), r.seconds));
+    log_.info(
+        format_text("epoch %.0f  test loss %.4f  test accuracy %.2f%%  (%.0f samples, %.1f s)",
+                    static_cast<double>(r.epoch), e.loss, 100.0 * e.accuracy,
+                    static_cast<double>(e.samples), r.seconds));
 }
 
 void ConsoleSink::checkpoint(const CheckpointReport& r) {
   bar_.clear();
   log_.info("checkpoint: " + r.dir +
-            format(" (step %.0f, %.2f s)", static_cast<double>(r.step), r.seconds));
+            format_text(" (step %.0f, %.2f s)", static_cast<double>(r.step), r.seconds));
 }
 
 void ConsoleSink::summary(const RunSummary& r) {
   bar_.clear();
   const StepTimes& t = r.per_step;
-  log_.info(format("done: %.0f steps in %.1f s, %.0f samples/s after the first step, "
-                   "%.3g TFLOP/s, MFU %.1f%% of %.3g TFLOP/s per device (",
-                   static_cast<double>(r.steps), r.wall_time_s, r.samples_per_sec, r.tflops,
-                   100.0 * r.mfu, r.peak_tflops_per_device) +
+  log_.info(format_text("done: %.0f steps in %.1f s, %.0f samples/s after the first step, "
+                        "%.3g TFLOP/s, MFU %.1f%% of %.3g TFLOP/s per device (",
+                        static_cast<double>(r.steps), r.wall_time_s, r.samples_per_sec, r.tflops,
+                        100.0 * r.mfu, r.peak_tflops_per_device) +
             r.peak_source + ")");
-  log_.info(format("time per step: data %.1f ms, compute %.1f ms, exposed comm %.1f ms, "
-                   "pipeline %.1f ms, optimizer %.1f ms",
-                   1e3 * t.data, 1e3 * t.compute, 1e3 * t.comm, 1e3 * t.pipeline,
-                   1e3 * t.optimizer) +
-            format(", tp collectives %.1f ms (+ %.1f ms of checkpoints)", 1e3 * t.tp_comm,
-                   1e3 * t.checkpoint));
+  log_.info(format_text("time per step: data %.1f ms, compute %.1f ms, exposed comm %.1f ms, "
+                        "pipeline %.1f ms, optimizer %.1f ms",
+                        1e3 * t.data, 1e3 * t.compute, 1e3 * t.comm, 1e3 * t.pipeline,
+                        1e3 * t.optimizer) +
+            format_text(", tp collectives %.1f ms (+ %.1f ms of checkpoints)", 1e3 * t.tp_comm,
+                        1e3 * t.checkpoint));
   log_.info(
-      format("cost: %.4g device-hours = %.4g on demand, %.4g spot (cost.* prices per "
-             "device-hour %.4g / %.4g)",
-             r.cost.device_hours, r.cost.on_demand, r.cost.spot, r.price_per_device_hour,
-             r.spot_price_per_device_hour));
+      format_text("cost: %.4g device-hours = %.4g on demand, %.4g spot (cost.* prices per "
+                  "device-hour %.4g / %.4g)",
+                  r.cost.device_hours, r.cost.on_demand, r.cost.spot, r.price_per_device_hour,
+                  r.spot_price_per_device_hour));
   if (!r.weights_path.empty()) log_.info("weights: " + r.weights_path);
 }
 

@@ -1,4 +1,5 @@
 #include "trellis/train/trainer.hpp"
+#include "trellis/core/format.hpp"
 
 #include "trellis/data/staging.hpp"
 #include "trellis/parallel/pipeline_schedule.hpp"
@@ -15,16 +16,6 @@
 #include <fstream>
 
 namespace trellis {
-
-namespace {
-
-std::string format(const char* fmt, double a, double b = 0, double c = 0) {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), fmt, a, b, c);
-  return buf;
-}
-
-}  // namespace
 
 Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log)
     : config_(std::move(config)), node_(node), log_(log) {
@@ -58,9 +49,9 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
   checkpoints_ = std::make_unique<CheckpointManager>(config_, *grid_, *model_, *faults_, log_);
   performance_ = std::make_unique<PerformanceModel>(
       config_, shape, model_->model(), grid_->layout().world_size(), node_.device, all);
-  log_.info(format("model: %.4g GFLOP per sample (forward + backward); peak %.4g TFLOP/s per "
-                   "device (",
-                   performance_->flops_per_sample() * 1e-9, performance_->peak_tflops()) +
+  log_.info(format_text("model: %.4g GFLOP per sample (forward + backward); peak %.4g TFLOP/s per "
+                        "device (",
+                        performance_->flops_per_sample() * 1e-9, performance_->peak_tflops()) +
             performance_->peak_source() + ")");
   stop_policy_ = std::make_unique<StopPolicy>(config_, all);
   early_stopping_ = std::make_unique<EarlyStopping>(config_.monitor);
@@ -144,12 +135,13 @@ void Trainer::log_setup() const {
             " on this rank); optimizer " + model_->optimizer().name() + ", schedule " +
             config_.sched.type);
   if (pp > 1)
-    log_.info(format("pipeline: %.0f stages, schedule ", pp) +
-              pipeline_schedule_name(config_.parallel.schedule) +
-              format(", %.0f micro-batches per step, bubble %.1f%% of a balanced step; stage 0: ",
-                     static_cast<double>(micro_batches),
-                     100.0 * bubble_fraction(pp, static_cast<int>(micro_batches))) +
-              model.describe() + format(", %.0f slot(s)", model_->engine().slots()));
+    log_.info(
+        format_text("pipeline: %d stages, schedule ", pp) +
+        pipeline_schedule_name(config_.parallel.schedule) +
+        format_text(", %.0f micro-batches per step, bubble %.1f%% of a balanced step; stage 0: ",
+                    static_cast<double>(micro_batches),
+                    100.0 * bubble_fraction(pp, static_cast<int>(micro_batches))) +
+        model.describe() + format_text(", %d slot(s)", model_->engine().slots()));
   log_.info("batch: global " + std::to_string(config_.train.global_batch) + " = " +
             std::to_string(dp) + " ranks x " + std::to_string(micro_batches) + " micro-batches x " +
             std::to_string(config_.micro_batch()) + " samples; " +
@@ -218,7 +210,7 @@ ExitCode Trainer::train() {
   watchdog_->pause();
   metrics_->before_message();
   if (decision.stop != StopReason::none) {
-    log_.info(format("stopping at step %.0f on a ", static_cast<double>(step())) +
+    log_.info(format_text("stopping at step %.0f on a ", static_cast<double>(step())) +
               stop_reason_name(decision.stop) + " with a checkpoint in " +
               config_.derived.checkpoint_dir +
               "; resubmit with --resume auto to continue (exit code 75)");
@@ -227,7 +219,7 @@ ExitCode Trainer::train() {
   // A run that checkpoints also ends with one, so it can be continued for more steps.
   if (periodic_checkpoints && checkpointed_step_ != step()) checkpoint();
   if (finish_reason != "completed")
-    log_.info(format("stopped at step %.0f: ", static_cast<double>(step())) + finish_reason +
+    log_.info(format_text("stopped at step %.0f: ", static_cast<double>(step())) + finish_reason +
               " (checkpoint written)");
   finish(finish_reason);
   return ExitCode::ok;
