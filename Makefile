@@ -58,8 +58,11 @@ demo-gpt: build $(TEXT_DIR)/train.h5
 	$(BUILD_DIR)/trellis generate --weights runs/gpt_char/model.h5 --prompt "It is a truth " \
 	  --tokens 300 --top-k 10 --temperature 0.8 --seed 1
 
-bench: build $(DATA_DIR)/train.h5
-	tools/bench_throughput.sh
+# Trellis vs PyTorch side by side (tools/bench/run_bench.sh; BENCH_REPEATS repetitions).
+BENCH_REPEATS ?= 3
+bench: build $(DATA_DIR)/train.h5 $(TEXT_DIR)/train.h5
+	tools/install-deps.sh --bench
+	tools/bench/run_bench.sh $(BENCH_REPEATS)
 
 clean:
 	rm -rf $(BUILD_DIR)

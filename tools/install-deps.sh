@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Trellis needs to build, test and run its demo, then a Python
 # virtual environment with tensorboard (for the event-file test) at ${TRELLIS_VENV:-/opt/trellis-venv}.
+# `--bench` also installs what `make bench` compares against (Debian's PyTorch, python3-torch).
 # Idempotent: packages already installed are skipped, and apt is not touched when nothing is
 # missing; the venv is left alone when it already imports tensorboard. Clusters provide the
 # same dependencies through modules or Spack instead; see README.
@@ -17,6 +18,7 @@ packages=(
   dataset-fashion-mnist
   python3-numpy python3-h5py python3-venv python3-matplotlib
 )
+[[ "${1:-}" == "--bench" ]] && packages+=(python3-torch)
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
   echo "install-deps: not a Debian-based system; install MPI, parallel HDF5, Kokkos(+Kernels)," >&2

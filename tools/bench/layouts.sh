@@ -6,11 +6,11 @@
 # (waiting for and moving activations between stages: the bubble plus point-to-point) and the
 # rest (data, optimizer). Layouts are interleaved and repeated; per layout it prints the median
 # over repeats of each run's median step, with the spread of step time.
-# usage: tools/bench_layouts.sh [repeats=3] [steps=30]
+# usage: tools/bench/layouts.sh [repeats=3] [steps=30]
 # needs: build/trellis and data/austen (make demo-gpt). On a machine with fewer cores than
 # ranks, the ranks share cores, which inflates everything: compare layouts of one rank count.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 repeats=${1:-3}
 steps=${2:-30}
 bin=${TRELLIS_BIN:-build/trellis}
@@ -44,4 +44,4 @@ for ((r = 0; r < repeats; r++)); do
       --parallel.tp="$tp" --parallel.pp="$pp" $extra --run.dir="$out/$name-$r" > /dev/null
   done
 done
-/usr/bin/python3 tools/layout_table.py --skip 3 "$out" "${layouts[@]%%:*}"
+/usr/bin/python3 tools/bench/layout_table.py --skip 3 "$out" "${layouts[@]%%:*}"

@@ -4,10 +4,10 @@
 # same model, data and cores, interleaved and repeated (the machine is shared and noisy).
 # Prints the median and spread of samples/s and the Trellis / PyTorch ratios.
 #
-# usage: tools/bench_throughput.sh [repeats=5] [steps=300]
+# usage: tools/bench/data_paths.sh [repeats=5] [steps=300]
 # needs: build/trellis, data/fashion-mnist/train.h5 (make demo prepares it), python3-torch
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 repeats=${1:-5}
 steps=${2:-300}
 data=${DATA:-data/fashion-mnist/train.h5}
