@@ -6,6 +6,10 @@
 
 #include <KokkosBlas3_gemm.hpp>
 
+#if TRELLIS_HAVE_ONEDNN
+#include <dnnl.h>
+#endif
+
 #include <string>
 #include <type_traits>
 
@@ -19,13 +23,30 @@ namespace trellis::kernels {
 
 namespace {
 
+#if TRELLIS_HAVE_ONEDNN
+// oneDNN's sgemm: row-major like ours, and JIT-compiled for the host's instruction set at run
+// time (AVX-512 where present). Debian's OpenBLAS picks its kernels by CPU model and falls back
+// to its generic SSE3 ("Prescott") kernels on CPU models it does not know, which includes the
+// virtualised Xeons of cloud HPC nodes: measured 6x slower there (tools/bench/NOTES.md).
+void host_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+               int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
+                                          a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success) {
+    throw Error("dnnl_sgemm failed with status " + std::to_string(static_cast<int>(status)) +
+                " for m = " + std::to_string(m) + ", n = " + std::to_string(n) +
+                ", k = " + std::to_string(k));
+  }
+}
+#else
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the same buffers with the
 // operands swapped, so no transposed copies are made.
-void host_blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+void host_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
                     int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   const char op_b = trans_b ? 'T' : 'N', op_a = trans_a ? 'T' : 'N';
   sgemm_(&op_b, &op_a, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
 }
+#endif
 
 }  // namespace
 
@@ -47,11 +68,11 @@ void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrix a, ConstMatrix b,
     return;
   }
   if constexpr (std::is_same_v<MemSpace, HostSpace>) {
-    // Host memory: call the BLAS directly. KokkosBlas::gemm would reach the same sgemm_, but
-    // its TPL layer (Kokkos Kernels 3.x) builds a std::string profiling-region name on every
-    // call, and the training step must not allocate.
+    // Host memory: call oneDNN's or the BLAS's sgemm directly. KokkosBlas::gemm would reach the
+    // same sgemm_, but its TPL layer (Kokkos Kernels 3.x) builds a std::string profiling-region
+    // name on every call, and the training step must not allocate.
     const auto dim = [](std::size_t v) { return static_cast<int>(v); };
-    host_blas_gemm(trans_a, trans_b, dim(m), dim(n), dim(k), alpha, a.data(), dim(a.extent(1)),
+    host_gemm(trans_a, trans_b, dim(m), dim(n), dim(k), alpha, a.data(), dim(a.extent(1)),
                    b.data(), dim(b.extent(1)), beta, c.data(), dim(c.extent(1)));
   } else {
     // Device memory: KokkosBlas dispatches to the vendor library (cuBLAS TPL on CUDA builds).
