@@ -22,6 +22,9 @@ endif()
 if(TRELLIS_ENABLE_NCCL)
   target_link_libraries(trellis_deps INTERFACE trellis::nccl)
 endif()
+if(TRELLIS_ENABLE_ONEDNN)
+  target_link_libraries(trellis_deps INTERFACE trellis::onednn)
+endif()
 target_compile_definitions(trellis_deps INTERFACE
   TRELLIS_VERSION="${PROJECT_VERSION}"
   $<$<BOOL:${TRELLIS_ENABLE_CUDA}>:TRELLIS_ENABLE_CUDA=1>

@@ -12,6 +12,7 @@
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/log.hpp"
+#include "trellis/kernels/host_threads.hpp"
 #include "trellis/train/agreement.hpp"
 #include "trellis/train/build_info.hpp"
 #include "trellis/train/error_policy.hpp"
@@ -157,6 +158,7 @@ int run(int argc, char** argv, int rank) {
   }
   const NodeBinding node = bind_to_node(MPI_COMM_WORLD);
   initialize_kokkos(node.device);
+  kernels::configure_host_threads();
   struct KokkosFinalizer {
     ~KokkosFinalizer() { Kokkos::finalize(); }
   } finalizer;

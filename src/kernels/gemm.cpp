@@ -42,7 +42,7 @@ void host_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, con
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the same buffers with the
 // operands swapped, so no transposed copies are made.
 void host_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-                    int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+               int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   const char op_b = trans_b ? 'T' : 'N', op_a = trans_a ? 'T' : 'N';
   sgemm_(&op_b, &op_a, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
 }
@@ -72,8 +72,8 @@ void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrix a, ConstMatrix b,
     // same sgemm_, but its TPL layer (Kokkos Kernels 3.x) builds a std::string profiling-region
     // name on every call, and the training step must not allocate.
     const auto dim = [](std::size_t v) { return static_cast<int>(v); };
-    host_gemm(trans_a, trans_b, dim(m), dim(n), dim(k), alpha, a.data(), dim(a.extent(1)),
-                   b.data(), dim(b.extent(1)), beta, c.data(), dim(c.extent(1)));
+    host_gemm(trans_a, trans_b, dim(m), dim(n), dim(k), alpha, a.data(), dim(a.extent(1)), b.data(),
+              dim(b.extent(1)), beta, c.data(), dim(c.extent(1)));
   } else {
     // Device memory: KokkosBlas dispatches to the vendor library (cuBLAS TPL on CUDA builds).
     KokkosBlas::gemm(trans_a ? "T" : "N", trans_b ? "T" : "N", alpha, a, b, beta, c);

@@ -2,6 +2,7 @@
 
 #include "trellis/comm/grid_layout.hpp"
 #include "trellis/comm/mpi_check.hpp"
+#include "trellis/kernels/host_threads.hpp"
 
 #include <hdf5.h>
 #include <Kokkos_Core.hpp>
@@ -41,6 +42,9 @@ bool built_with(const char* option) {
 #if defined(TRELLIS_ENABLE_CUDNN)
   if (name == "cudnn") return true;
 #endif
+#if TRELLIS_HAVE_ONEDNN
+  if (name == "onednn") return true;
+#endif
   return false;
 }
 }  // namespace
@@ -51,7 +55,8 @@ std::string build_summary() {
       << ")\n";
   out << "  options: TRELLIS_ENABLE_CUDA=" << on_off(built_with("cuda"))
       << " TRELLIS_ENABLE_NCCL=" << on_off(built_with("nccl"))
-      << " TRELLIS_ENABLE_CUDNN=" << on_off(built_with("cudnn")) << "\n";
+      << " TRELLIS_ENABLE_CUDNN=" << on_off(built_with("cudnn"))
+      << " TRELLIS_ENABLE_ONEDNN=" << on_off(built_with("onednn")) << "\n";
   out << "  kokkos " << KOKKOS_VERSION / 10000 << "." << KOKKOS_VERSION / 100 % 100 << "."
       << KOKKOS_VERSION % 100 << ", execution space " << Kokkos::DefaultExecutionSpace::name()
       << ", concurrency " << Kokkos::DefaultExecutionSpace().concurrency() << "\n";
@@ -69,6 +74,7 @@ std::string build_summary() {
 #endif
       << "\n";
   out << "  blas: " << TRELLIS_BLAS << "\n";
+  out << "  host gemm: " << kernels::host_gemm_description() << "\n";
 #if defined(TRELLIS_ENABLE_NCCL)
   out << "  nccl " << NCCL_MAJOR << "." << NCCL_MINOR << "." << NCCL_PATCH << "\n";
 #endif

@@ -4,6 +4,8 @@
 #define CATCH_CONFIG_RUNNER
 #include "catch.hpp"
 
+#include "trellis/kernels/host_threads.hpp"
+
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
@@ -17,6 +19,7 @@ int main(int argc, char** argv) {
   int local_failures = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
+    trellis::kernels::configure_host_threads();
     local_failures = Catch::Session().run(argc, argv);
   }
   int any_failures = 0;

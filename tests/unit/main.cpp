@@ -3,6 +3,8 @@
 #define CATCH_CONFIG_RUNNER
 #include "catch.hpp"
 
+#include "trellis/kernels/host_threads.hpp"
+
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
 
@@ -11,6 +13,7 @@ int main(int argc, char** argv) {
   int result = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
+    trellis::kernels::configure_host_threads();
     result = Catch::Session().run(argc, argv);
   }
   MPI_Finalize();

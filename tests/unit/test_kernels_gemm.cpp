@@ -3,7 +3,11 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/gemm.hpp"
+#include "trellis/kernels/host_threads.hpp"
 
+#include <dirent.h>
+
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -49,7 +53,31 @@ void check_case(bool ta, bool tb, int m, int n, int k, float alpha, float beta) 
   }
 }
 
+// Threads of this process now (the entries of /proc/self/task).
+int process_threads() {
+  int count = 0;
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (const dirent* entry = readdir(dir)) count += entry->d_name[0] != '.';
+    closedir(dir);
+  }
+  return count;
+}
+
 }  // namespace
+
+// One rank per core: the vendor GEMM must not start a thread pool of its own in every rank
+// (main() and the test runners call configure_host_threads() after Kokkos).
+TEST_CASE("host gemm runs on one thread per rank unless OMP_NUM_THREADS says otherwise",
+          "[kernels][gemm][threads]") {
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) {
+    WARN("OMP_NUM_THREADS is set: the user chose the thread count, nothing to check");
+    return;
+  }
+  CHECK(kernels::host_threads() == 1);
+  const int before = process_threads();
+  check_case(false, true, 256, 256, 256, 1.0f, 0.0f);
+  CHECK(process_threads() == before);
+}
 
 TEST_CASE("gemm matches a naive triple loop for all transposes and odd sizes", "[kernels][gemm]") {
   for (bool ta : {false, true}) {

@@ -8,6 +8,7 @@
 // input gradient dx = dy W for every layer but the first (nothing upstream needs it). Prints one
 // JSON line: the GEMM FLOPs of one step, the median time of the whole set and its rate.
 #include "trellis/kernels/gemm.hpp"
+#include "trellis/kernels/host_threads.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -41,10 +42,14 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], value = argv[i + 1];
-    if (key == "--batch") o.batch = std::stoi(value);
-    else if (key == "--widths") o.widths = parse_widths(value);
-    else if (key == "--repeats") o.repeats = std::stoi(value);
-    else throw std::invalid_argument("unknown option " + key);
+    if (key == "--batch")
+      o.batch = std::stoi(value);
+    else if (key == "--widths")
+      o.widths = parse_widths(value);
+    else if (key == "--repeats")
+      o.repeats = std::stoi(value);
+    else
+      throw std::invalid_argument("unknown option " + key);
   }
   if (o.batch <= 0 || o.widths.size() < 2 || o.repeats <= 0)
     throw std::invalid_argument("need --batch > 0, at least two --widths and --repeats > 0");
@@ -63,6 +68,7 @@ struct LayerBuffers {
 
 int main(int argc, char** argv) {
   Kokkos::ScopeGuard kokkos(argc, argv);
+  trellis::kernels::configure_host_threads();
   Options opt;
   try {
     opt = parse(argc, argv);
@@ -75,9 +81,12 @@ int main(int argc, char** argv) {
   double flops = 0.0;
   for (std::size_t l = 0; l + 1 < opt.widths.size(); ++l) {
     const int in = opt.widths[l], out = opt.widths[l + 1];
-    LayerBuffers b{in, out,
-                   FloatView("x", std::size_t(n) * in),  FloatView("w", std::size_t(out) * in),
-                   FloatView("y", std::size_t(n) * out), FloatView("dw", std::size_t(out) * in),
+    LayerBuffers b{in,
+                   out,
+                   FloatView("x", std::size_t(n) * in),
+                   FloatView("w", std::size_t(out) * in),
+                   FloatView("y", std::size_t(n) * out),
+                   FloatView("dw", std::size_t(out) * in),
                    FloatView("dx", std::size_t(n) * in)};
     Kokkos::deep_copy(b.x, 0.5f);
     Kokkos::deep_copy(b.w, 0.01f);
@@ -96,8 +105,7 @@ int main(int argc, char** argv) {
                              Matrix(b.x.data(), n, b.in), 0.0f, Matrix(b.dw.data(), b.out, b.in));
       if (l > 0) {
         trellis::kernels::gemm(false, false, 1.0f, Matrix(b.y.data(), n, b.out),
-                               Matrix(b.w.data(), b.out, b.in), 0.0f,
-                               Matrix(b.dx.data(), n, b.in));
+                               Matrix(b.w.data(), b.out, b.in), 0.0f, Matrix(b.dx.data(), n, b.in));
       }
     }
     Kokkos::fence();
@@ -111,8 +119,9 @@ int main(int argc, char** argv) {
   }
   std::sort(seconds.begin(), seconds.end());
   const double median = seconds[seconds.size() / 2];
-  std::printf("{\"batch\": %d, \"gemm_flops_per_step\": %.0f, \"gemm_seconds_per_step\": %.6g, "
-              "\"gemm_gflops\": %.4g}\n",
-              n, flops, median, flops / median * 1e-9);
+  std::printf(
+      "{\"batch\": %d, \"gemm_flops_per_step\": %.0f, \"gemm_seconds_per_step\": %.6g, "
+      "\"gemm_gflops\": %.4g}\n",
+      n, flops, median, flops / median * 1e-9);
   return 0;
 }
