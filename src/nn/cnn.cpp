@@ -50,6 +50,7 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
   stem.height = height;
   stem.width = width;
   stem.bias = false;
+  stem.impl = spec.conv_impl;
   layers_.add(std::make_unique<Conv2d>(store, prefix + "stem.conv", stem, cap));
   auto bn = std::make_unique<BatchNorm2d>(store, prefix + "stem.bn", channels, height, width, cap,
                                           0.1f, 1e-5f, sync);
@@ -63,7 +64,7 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
       const std::string name =
           prefix + "stage" + std::to_string(s + 1) + ".block" + std::to_string(b + 1);
       auto block = std::make_unique<BasicBlock>(store, name, channels, spec.widths[s], stride,
-                                                height, width, cap, sync);
+                                                height, width, cap, sync, spec.conv_impl);
       for (const BatchNorm2d* norm : block->batchnorms()) batchnorms_.push_back(norm);
       channels = block->out_channels();
       height = block->out_height();

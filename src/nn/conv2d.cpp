@@ -9,6 +9,32 @@
 
 namespace trellis::nn {
 
+ConvImpl parse_conv_impl(const std::string& name) {
+  if (name == "auto") return ConvImpl::automatic;
+  if (name == "im2col") return ConvImpl::im2col;
+  if (name == "onednn" || name == "cudnn") {
+    if (name != vendor_conv_name()) {
+      const std::string have = vendor_conv_name();
+      throw ConfigError(
+          "model.conv_impl = " + name + ", but this build " +
+          (have.empty() ? std::string("has no vendor convolution") : "has " + have + " instead") +
+          " (expected auto, im2col" + (have.empty() ? "" : " or " + have) + ")");
+    }
+    return ConvImpl::vendor;
+  }
+  throw ConfigError("model.conv_impl = \"" + name + "\" (expected auto, onednn, cudnn or im2col)");
+}
+
+const char* vendor_conv_name() {
+#if defined(TRELLIS_ENABLE_CUDNN)
+  return "cudnn";
+#elif TRELLIS_HAVE_ONEDNN
+  return "onednn";
+#else
+  return "";
+#endif
+}
+
 namespace {
 
 kernels::ConvGeometry geometry_of(const Conv2dSpec& s) {
@@ -70,18 +96,27 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec&
     bias_ = store.add(name + ".bias", {spec.out_channels}, InitSpec::kaiming_uniform(fan_in, gain),
                       false);
   }
+  if (spec.impl == ConvImpl::vendor && *vendor_conv_name() == '\0') {
+    throw ConfigError("conv2d \"" + name +
+                      "\": a vendor convolution was asked for, but this build has none");
+  }
+  const bool vendor = spec.impl != ConvImpl::im2col;
 #if defined(TRELLIS_ENABLE_CUDNN)
-  cudnn_ = std::make_unique<kernels::CudnnConvolution>(geometry_, out_channels_, capacity);
+  if (vendor)
+    cudnn_ = std::make_unique<kernels::CudnnConvolution>(geometry_, out_channels_, capacity);
+#elif TRELLIS_HAVE_ONEDNN
+  if (vendor)
+    onednn_ = std::make_unique<kernels::OnednnConvolution>(geometry_, out_channels_, capacity);
+#else
+  (void)vendor;
 #endif
-  if (!geometry_.is_pointwise()) {
+  if (!geometry_.is_pointwise() && !uses_vendor()) {
     const std::int64_t per_image = geometry_.col_rows() * geometry_.col_cols();
     const std::int64_t limit =
         spec.max_workspace_floats > 0 ? spec.max_workspace_floats : kWorkspaceFloats;
     block_ = static_cast<int>(std::clamp<std::int64_t>(limit / per_image, 1, capacity));
-#if !defined(TRELLIS_ENABLE_CUDNN)  // cuDNN brings its own workspace
     workspace_ =
         FloatView("trellis::nn::" + name + ".im2col", static_cast<std::size_t>(block_ * per_image));
-#endif
   }
 }
 
@@ -90,6 +125,16 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, int in_channels, 
     : Conv2d(store, name,
              make_spec(in_channels, out_channels, kernel, stride, padding, height, width, bias),
              capacity) {}
+
+bool Conv2d::uses_vendor() const {
+#if defined(TRELLIS_ENABLE_CUDNN)
+  return cudnn_ != nullptr;
+#elif TRELLIS_HAVE_ONEDNN
+  return onednn_ != nullptr;
+#else
+  return false;
+#endif
+}
 
 ConstMatrix Conv2d::columns(const ConstMatrix& x, int first, int count) const {
   const std::size_t rows = static_cast<std::size_t>(count * geometry_.col_rows());
@@ -113,6 +158,13 @@ void Conv2d::forward(ConstMatrix input, int n, const StepContext&) {
 #if defined(TRELLIS_ENABLE_CUDNN)
   if (cudnn_) {
     if (n > 0) cudnn_->forward(x, n, store_->param_vector(weight_), y);
+    if (bias_) kernels::channel_bias_add(y, store_->param_vector(*bias_), static_cast<int>(plane));
+    return;
+  }
+#endif
+#if TRELLIS_HAVE_ONEDNN
+  if (onednn_) {
+    onednn_->forward(x, n, store_->param_vector(weight_), y);
     if (bias_) kernels::channel_bias_add(y, store_->param_vector(*bias_), static_cast<int>(plane));
     return;
   }
@@ -147,6 +199,12 @@ void Conv2d::backward(ConstMatrix output_grad, int n) {
     if (n > 0) {
       cudnn_->backward(x, dy, n, store_->param_vector(weight_), store_->grad_vector(weight_), dx);
     }
+    return;
+  }
+#endif
+#if TRELLIS_HAVE_ONEDNN
+  if (onednn_) {
+    onednn_->backward(x, dy, n, store_->param_vector(weight_), store_->grad_vector(weight_), dx);
     return;
   }
 #endif

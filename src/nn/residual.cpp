@@ -9,8 +9,10 @@ namespace trellis::nn {
 
 namespace {
 
-Conv2dSpec conv_spec(int in, int out, int kernel, int stride, int padding, int height, int width) {
+Conv2dSpec conv_spec(int in, int out, int kernel, int stride, int padding, int height, int width,
+                     ConvImpl impl) {
   Conv2dSpec s;
+  s.impl = impl;
   s.in_channels = in;
   s.out_channels = out;
   s.kernel = kernel;
@@ -37,24 +39,25 @@ int block_out_features(const std::string& name, int in_channels, int out_channel
 
 BasicBlock::BasicBlock(ParameterStore& store, const std::string& name, int in_channels,
                        int out_channels, int stride, int height, int width, int capacity,
-                       const MpiComm* sync)
+                       const MpiComm* sync, ConvImpl conv_impl)
     : Layer(name, in_channels * height * width,
             block_out_features(name, in_channels, out_channels, stride, height, width), capacity) {
   conv1_ = std::make_unique<Conv2d>(
-      store, name + ".conv1", conv_spec(in_channels, out_channels, 3, stride, 1, height, width),
-      capacity);
+      store, name + ".conv1",
+      conv_spec(in_channels, out_channels, 3, stride, 1, height, width, conv_impl), capacity);
   const int ho = conv1_->out_height(), wo = conv1_->out_width();
   bn1_ = std::make_unique<BatchNorm2d>(store, name + ".bn1", out_channels, ho, wo, capacity, 0.1f,
                                        1e-5f, sync);
   relu1_ = std::make_unique<Relu>(name + ".relu1", out_features(), capacity);
   conv2_ = std::make_unique<Conv2d>(
-      store, name + ".conv2", conv_spec(out_channels, out_channels, 3, 1, 1, ho, wo), capacity);
+      store, name + ".conv2", conv_spec(out_channels, out_channels, 3, 1, 1, ho, wo, conv_impl),
+      capacity);
   bn2_ = std::make_unique<BatchNorm2d>(store, name + ".bn2", out_channels, ho, wo, capacity, 0.1f,
                                        1e-5f, sync);
   if (stride != 1 || in_channels != out_channels) {
     shortcut_conv_ = std::make_unique<Conv2d>(
         store, name + ".shortcut.conv",
-        conv_spec(in_channels, out_channels, 1, stride, 0, height, width), capacity);
+        conv_spec(in_channels, out_channels, 1, stride, 0, height, width, conv_impl), capacity);
     shortcut_bn_ = std::make_unique<BatchNorm2d>(store, name + ".shortcut.bn", out_channels, ho, wo,
                                                  capacity, 0.1f, 1e-5f, sync);
   }

@@ -194,6 +194,10 @@ const std::vector<ConfigEntry>& config_table() {
       KEY("parallel.backend", "auto",
           "communicator for the model's tensors (auto: nccl in CUDA builds with NCCL)", choice,
           FIELD(parallel.backend), {"auto", "mpi", "nccl"}),
+      KEY("kernels.conv", "auto",
+          "convolution: auto (the build's vendor library, oneDNN or cuDNN, else im2col) | "
+          "onednn | cudnn | im2col (the portable path)",
+          choice, FIELD(model.conv_impl), {"auto", "onednn", "cudnn", "im2col"}),
       KEY("parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB", real,
           FIELD(parallel.bucket_mb), 0.001, 1e6),
       KEY("parallel.overlap", "true",

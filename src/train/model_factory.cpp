@@ -57,6 +57,7 @@ std::unique_ptr<nn::Model> build_cnn(const ModelConfig& model, const DataShape& 
   spec.widths = model.widths;
   spec.blocks_per_stage = model.blocks;
   spec.sync_bn = model.sync_bn && dp != nullptr;
+  spec.conv_impl = nn::parse_conv_impl(model.conv_impl);
   spec.dp = dp;
   spec.capacity = to_int(capacity, "batch");
   return std::make_unique<nn::Cnn>(spec, store);

@@ -74,6 +74,13 @@ nn::CnnSpec mnist_spec() {
 
 }  // namespace
 
+// im2col always; the vendor convolution (oneDNN or cuDNN) too where the build has one.
+static std::vector<nn::ConvImpl> conv_impls() {
+  std::vector<nn::ConvImpl> impls{nn::ConvImpl::im2col};
+  if (*nn::vendor_conv_name() != '\0') impls.push_back(nn::ConvImpl::vendor);
+  return impls;
+}
+
 TEST_CASE("Conv2d forward equals a direct convolution for many geometries", "[cnn][conv]") {
   struct Case {
     int in, out, k, stride, pad, h, w;
@@ -94,24 +101,34 @@ TEST_CASE("Conv2d forward equals a direct convolution for many geometries", "[cn
     s.bias = c.bias;
     const int n = 5, in = c.in * c.h * c.w;
     const std::vector<float> x = random_values(static_cast<std::size_t>(n * in), 3);
-    for (std::int64_t workspace :
-         {std::int64_t{0}, std::int64_t{1},
-          std::int64_t{2} * c.in * c.k * c.k * ((c.h + 2 * c.pad - c.k) / c.stride + 1) *
-              ((c.w + 2 * c.pad - c.k) / c.stride + 1)}) {
-      INFO("conv in " << c.in << " out " << c.out << " k " << c.k << " s " << c.stride << " p "
-                      << c.pad << " image " << c.h << "x" << c.w << ", workspace " << workspace);
-      s.max_workspace_floats = workspace;
-      nn::ParameterStore store;
-      nn::Conv2d conv(store, "conv", s, /*capacity=*/6);
-      store.finalize(13);
-      if (workspace == 1 && !conv.geometry().is_pointwise()) CHECK(conv.block() == 1);
-      if (workspace > 1 && !conv.geometry().is_pointwise()) CHECK(conv.block() == 2);
-      FloatView xd = to_device("x", x);
-      conv.forward(as_matrix(xd, n, in), n, {});
-      const std::vector<float> w = to_host(store.param(conv.weight_index()));
-      const std::vector<float> b =
-          c.bias ? to_host(store.param(*conv.bias_index())) : std::vector<float>{};
-      check_close(to_host(first_rows(conv.output(), n)), direct_conv(x, w, b, n, s));
+    // The im2col path with several workspace sizes, and the build's vendor convolution.
+    for (const nn::ConvImpl impl : conv_impls()) {
+      for (std::int64_t workspace :
+           {std::int64_t{0}, std::int64_t{1},
+            std::int64_t{2} * c.in * c.k * c.k * ((c.h + 2 * c.pad - c.k) / c.stride + 1) *
+                ((c.w + 2 * c.pad - c.k) / c.stride + 1)}) {
+        INFO("impl " << (impl == nn::ConvImpl::vendor ? nn::vendor_conv_name() : "im2col")
+                     << ", conv in " << c.in << " out " << c.out << " k " << c.k << " s "
+                     << c.stride << " p " << c.pad << " image " << c.h << "x" << c.w
+                     << ", workspace " << workspace);
+        if (impl == nn::ConvImpl::vendor && workspace != 0) continue;
+        s.max_workspace_floats = workspace;
+        s.impl = impl;
+        nn::ParameterStore store;
+        nn::Conv2d conv(store, "conv", s, /*capacity=*/6);
+        store.finalize(13);
+        CHECK(conv.uses_vendor() == (impl == nn::ConvImpl::vendor));
+        if (impl == nn::ConvImpl::im2col && workspace == 1 && !conv.geometry().is_pointwise())
+          CHECK(conv.block() == 1);
+        if (impl == nn::ConvImpl::im2col && workspace > 1 && !conv.geometry().is_pointwise())
+          CHECK(conv.block() == 2);
+        FloatView xd = to_device("x", x);
+        conv.forward(as_matrix(xd, n, in), n, {});
+        const std::vector<float> w = to_host(store.param(conv.weight_index()));
+        const std::vector<float> b =
+            c.bias ? to_host(store.param(*conv.bias_index())) : std::vector<float>{};
+        check_close(to_host(first_rows(conv.output(), n)), direct_conv(x, w, b, n, s));
+      }
     }
   }
 }

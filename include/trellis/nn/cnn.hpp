@@ -17,6 +17,7 @@
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/kernels/views.hpp"
 #include "trellis/nn/batchnorm.hpp"
+#include "trellis/nn/conv2d.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/layer_sequence.hpp"
 #include "trellis/nn/model.hpp"
@@ -32,9 +33,10 @@ namespace trellis::nn {
 struct CnnSpec {
   int channels = 0, height = 0, width = 0;  // input image [C, H, W]
   int classes = 0;
-  std::vector<int> widths;      // channels per stage, e.g. {32, 64, 128}  (config: model.widths)
-  int blocks_per_stage = 1;     // BasicBlocks per stage                    (config: model.blocks)
-  bool sync_bn = false;         // synchronise BatchNorm statistics over dp
+  std::vector<int> widths;   // channels per stage, e.g. {32, 64, 128}  (config: model.widths)
+  int blocks_per_stage = 1;  // BasicBlocks per stage                    (config: model.blocks)
+  bool sync_bn = false;      // synchronise BatchNorm statistics over dp
+  ConvImpl conv_impl = ConvImpl::automatic;  // config: model.conv_impl
   const MpiComm* dp = nullptr;  // data-parallel communicator (may be null: no synchronisation)
   int capacity = 0;             // max images per forward/backward call
 };

@@ -18,14 +18,17 @@
 // kWorkspaceFloats, at least one, at most capacity); nothing is allocated per call. A 1x1,
 // stride-1, unpadded conv skips im2col and reads its input directly.
 //
-// Host and device builds run this im2col + GEMM path (device GEMMs through KokkosBlas/cuBLAS),
-// except CUDA builds with TRELLIS_ENABLE_CUDNN, where forward and backward (dW, dx) go through
-// kernels::CudnnConvolution (deterministic FMA-math algorithms, workspace sized at
-// construction) and no im2col workspace is allocated; the bias steps are shared.
+// Which path runs (Conv2dSpec::impl, config model.conv_impl): the vendor library where the build
+// has one — kernels::CudnnConvolution on CUDA builds with TRELLIS_ENABLE_CUDNN (deterministic
+// FMA-math algorithms), kernels::OnednnConvolution on host builds with oneDNN — and otherwise
+// this im2col + GEMM path (device GEMMs through KokkosBlas/cuBLAS), which stays the portable
+// fallback and the tests' reference. The vendor paths allocate no im2col workspace; the bias
+// steps are shared.
 #pragma once
 
 #include "trellis/kernels/conv.hpp"
 #include "trellis/kernels/conv_cudnn.hpp"
+#include "trellis/kernels/conv_onednn.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
@@ -37,6 +40,13 @@
 
 namespace trellis::nn {
 
+// automatic: the vendor convolution when the build has one, else im2col; vendor: the vendor
+// convolution or a ConfigError; im2col: always the portable path.
+enum class ConvImpl { automatic, vendor, im2col };
+ConvImpl parse_conv_impl(const std::string& name);  // "auto" | "onednn" | "cudnn" | "im2col"
+// The vendor convolution this build has: "cudnn", "onednn" or "" (none).
+const char* vendor_conv_name();
+
 struct Conv2dSpec {
   int in_channels = 0, out_channels = 0;
   int kernel = 3, stride = 1, padding = 0;
@@ -44,6 +54,7 @@ struct Conv2dSpec {
   bool bias = true;
   // Upper bound on the im2col workspace in floats; 0: Conv2d::kWorkspaceFloats.
   std::int64_t max_workspace_floats = 0;
+  ConvImpl impl = ConvImpl::automatic;
 };
 
 class Conv2d : public Layer {
@@ -69,6 +80,7 @@ class Conv2d : public Layer {
   int out_height() const { return geometry_.out_height(); }
   int out_width() const { return geometry_.out_width(); }
   int block() const { return block_; }  // images per im2col workspace fill
+  bool uses_vendor() const;             // the cuDNN / oneDNN path rather than im2col
   std::size_t weight_index() const { return weight_; }
   std::optional<std::size_t> bias_index() const { return bias_; }
 
@@ -85,6 +97,9 @@ class Conv2d : public Layer {
   FloatView workspace_;  // [block * C*k*k * H'*W'] (empty when pointwise)
 #if defined(TRELLIS_ENABLE_CUDNN)
   std::unique_ptr<kernels::CudnnConvolution> cudnn_;
+#endif
+#if TRELLIS_HAVE_ONEDNN
+  std::unique_ptr<kernels::OnednnConvolution> onednn_;
 #endif
 };
 

@@ -33,7 +33,8 @@ namespace trellis::nn {
 class BasicBlock : public Layer {
  public:
   BasicBlock(ParameterStore& store, const std::string& name, int in_channels, int out_channels,
-             int stride, int height, int width, int capacity, const MpiComm* sync = nullptr);
+             int stride, int height, int width, int capacity, const MpiComm* sync = nullptr,
+             ConvImpl conv_impl = ConvImpl::automatic);
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;

@@ -30,13 +30,16 @@ const std::vector<std::pair<const char*, ModelType>>& model_type_names();
 
 struct ModelConfig {
   ModelType type = ModelType::mlp;
-  std::vector<int> hidden;                                // mlp: widths of the hidden layers
-  std::string activation;                                 // mlp: "relu" | "gelu"
-  float dropout = 0;                                      // mlp, gpt
-  std::string init;                                       // mlp: "kaiming" | "xavier"
-  std::vector<int> widths;                                // cnn: channels per stage
-  int blocks = 0;                                         // cnn: residual blocks per stage
-  bool sync_bn = false;                                   // cnn
+  std::vector<int> hidden;  // mlp: widths of the hidden layers
+  std::string activation;   // mlp: "relu" | "gelu"
+  float dropout = 0;        // mlp, gpt
+  std::string init;         // mlp: "kaiming" | "xavier"
+  std::vector<int> widths;  // cnn: channels per stage
+  int blocks = 0;           // cnn: residual blocks per stage
+  bool sync_bn = false;     // cnn
+  // cnn, key kernels.conv (not model.*: the implementation is no property of the model, and a
+  // checkpoint resumes under another one): auto | onednn | cudnn | im2col
+  std::string conv_impl;
   int n_layer = 0, n_head = 0, d_model = 0, seq_len = 0;  // gpt
   int vocab = 0;  // gpt, as given: 0 = the data's (DerivedConfig::vocab holds the resolved one)
 };
