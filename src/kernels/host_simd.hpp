@@ -23,6 +23,25 @@ namespace trellis::kernels {
 
 inline constexpr bool kHostMemory = std::is_same_v<MemSpace, Kokkos::HostSpace>;
 
+// sum_j term(j) for j in [0, n) in 16 interleaved partial sums (lane l adds terms l, l + 16,
+// ...), then the partial sums pairwise: a float reduction GCC can vectorise without
+// -ffast-math, because the order of additions is written out. Deterministic; it differs from
+// a left-to-right sum only by rounding.
+template <class Term>
+inline float lane_sum(std::int64_t n, Term term) {
+  constexpr int kLanes = 16;
+  float acc[kLanes] = {};
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += term(j + l);
+  }
+  for (int l = 0; j < n; ++j, ++l) acc[l] += term(j);
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  }
+  return acc[0];
+}
+
 // Work items of a per-row device kernel: one team per row, its vector lanes over the columns.
 using RowTeams = Kokkos::TeamPolicy<ExecSpace>;
 

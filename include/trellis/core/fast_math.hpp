@@ -19,9 +19,10 @@ namespace trellis::math {
 KOKKOS_INLINE_FUNCTION float fast_exp(float x) {
   x = x < -87.3f ? -87.3f : x;
   x = x > 88.3f ? 88.3f : x;
-  // x = n ln2 + r with |r| <= ln2 / 2; ln2 split in two so n * ln2 is exact enough.
-  const float n =
-      static_cast<float>(static_cast<int>(x * 1.44269504088896341f + (x < 0.0f ? -0.5f : 0.5f)));
+  // x = n ln2 + r with |r| <= ln2 / 2; ln2 split in two so n * ln2 is exact enough. n is
+  // rounded to nearest by adding and subtracting 1.5 * 2^23 (exact in float without
+  // -ffast-math): no branch and no float-to-int conversion, so the loop vectorises.
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
