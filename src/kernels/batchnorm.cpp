@@ -1,5 +1,6 @@
 #include "trellis/kernels/batchnorm.hpp"
 
+#include "host_simd.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/core/math.hpp"
@@ -27,6 +28,52 @@ void require_length(const V& v, std::int64_t at_least, const char* kernel, const
   }
 }
 
+using Index = std::int64_t;
+
+// Host: channel outer, images inner; each (image, channel) plane is contiguous, summed in
+// vector lanes of doubles.
+TRELLIS_HOST_CLONES
+void host_sums(const float* __restrict x, double* __restrict s, Index n, Index C, Index pl) {
+  for (Index c = 0; c < C; ++c) {
+    double sum = 0.0, sum_sq = 0.0;
+    for (Index i = 0; i < n; ++i) {
+      const float* __restrict src = x + (i * C + c) * pl;
+      double plane_sum = 0.0, plane_sq = 0.0;
+      lane_sums_double(
+          pl, [&](Index q) { return static_cast<double>(src[q]); },
+          [&](Index q) { return static_cast<double>(src[q]) * static_cast<double>(src[q]); },
+          plane_sum, plane_sq);
+      sum += plane_sum;
+      sum_sq += plane_sq;
+    }
+    s[c] = sum;
+    s[C + c] = sum_sq;
+  }
+}
+
+TRELLIS_HOST_CLONES
+void host_backward_sums(const float* __restrict x, const float* __restrict dy,
+                        const double* __restrict st, double* __restrict s, Index n, Index C,
+                        Index pl) {
+  for (Index c = 0; c < C; ++c) {
+    const double mean = st[c], invstd = st[C + c];
+    double sum_dy = 0.0, sum_dy_xhat = 0.0;
+    for (Index i = 0; i < n; ++i) {
+      const float* __restrict xs = x + (i * C + c) * pl;
+      const float* __restrict ds = dy + (i * C + c) * pl;
+      double plane_dy = 0.0, plane_dy_xhat = 0.0;
+      lane_sums_double(
+          pl, [&](Index q) { return static_cast<double>(ds[q]); },
+          [&](Index q) { return static_cast<double>(ds[q]) * (xs[q] - mean) * invstd; }, plane_dy,
+          plane_dy_xhat);
+      sum_dy += plane_dy;
+      sum_dy_xhat += plane_dy_xhat;
+    }
+    s[c] = sum_dy;
+    s[C + c] = sum_dy_xhat;
+  }
+}
+
 }  // namespace
 
 void batchnorm_sums(ConstMatrix x, int plane, DoubleVector sums) {
@@ -35,6 +82,10 @@ void batchnorm_sums(ConstMatrix x, int plane, DoubleVector sums) {
   const float* xp = x.data();
   double* s = sums.data();
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0)), pl = plane;
+  if constexpr (kHostMemory) {
+    host_sums(xp, s, n, C, pl);
+    return;
+  }
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::batchnorm::sums"), Range(0, C),
       KOKKOS_LAMBDA(const std::int64_t c) {
@@ -129,6 +180,10 @@ void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, int plane, ConstDoub
   const double* st = stats.data();
   double* s = sums.data();
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0)), pl = plane;
+  if constexpr (kHostMemory) {
+    host_backward_sums(xp, dyp, st, s, n, C, pl);
+    return;
+  }
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::batchnorm::bwd_sums"), Range(0, C),
       KOKKOS_LAMBDA(const std::int64_t c) {

@@ -8,8 +8,10 @@
 //   backward:            batchnorm_backward_sums -> batchnorm_param_grads (local sums)
 //                        -> [all-reduce] -> batchnorm_backward_input
 // Sums and statistics are double ([2C] buffers: first C entries one quantity, next C the
-// other); each channel is reduced by one thread in (i, p) order, so results are bitwise
-// reproducible. Elementwise passes run over every element.
+// other). Each channel is reduced in a fixed order, so results are bitwise reproducible: on a
+// device by one thread in (i, p) order; on the host image by image, each contiguous plane in 8
+// interleaved double lanes (vectorised) and the plane sums in image order. Elementwise passes
+// run over every element, one (image, channel) plane per work item.
 #pragma once
 
 #include "trellis/kernels/views.hpp"
