@@ -1,5 +1,7 @@
 #include "trellis/optim/clip.hpp"
 
+#include "host_loops.hpp"
+
 #include "trellis/core/error.hpp"
 #include "trellis/core/math.hpp"
 
@@ -17,15 +19,54 @@ const std::string kNonfiniteLabel = "trellis::clip::count_nonfinite";
 
 namespace {
 
+constexpr std::size_t kBlock = 256, kLanes = 8;
+
+// The sum over one block [begin, end) in kLanes interleaved double partial sums, added in lane
+// order: this order is the result's definition (host and device give the same bits).
+template <bool kWeighted>
+TRELLIS_OPTIM_INLINE double block_sum_of_squares(const float* __restrict grads,
+                                                 const float* __restrict weights, std::size_t begin,
+                                                 std::size_t end) {
+  double lane[kLanes] = {};
+  std::size_t i = begin;
+  for (; i + kLanes <= end; i += kLanes)
+    for (std::size_t l = 0; l < kLanes; ++l) {
+      const double g = grads[i + l];
+      lane[l] += kWeighted ? g * g * weights[i + l] : g * g;
+    }
+  for (; i < end; ++i) {
+    const double g = grads[i];
+    lane[0] += kWeighted ? g * g * weights[i] : g * g;
+  }
+  double block_sum = 0.0;
+  for (std::size_t l = 0; l < kLanes; ++l) block_sum += lane[l];
+  return block_sum;
+}
+
+// The blocks in order on one core: the kLanes doubles are one AVX-512 vector (two AVX2 ones).
+TRELLIS_OPTIM_HOST_CLONES
+double host_sum_of_squares(const float* __restrict grads, const float* __restrict weights,
+                           std::size_t n) {
+  double sum = 0.0;
+  for (std::size_t begin = 0; begin < n; begin += kBlock) {
+    const std::size_t end = begin + kBlock < n ? begin + kBlock : n;
+    sum += weights != nullptr ? block_sum_of_squares<true>(grads, weights, begin, end)
+                              : block_sum_of_squares<false>(grads, nullptr, begin, end);
+  }
+  return sum;
+}
+
 // weights: [n] or empty (all 1). One work item per block of kBlock elements, summed with
 // kLanes independent accumulators: a single running double sum is bound by the latency of
-// each add (and cannot vectorise, since the compiler may not reorder it), which made this 2x
-// slower than the optimizer step.
+// each add (and cannot vectorise, since the compiler may not reorder it).
 double weighted_sum_of_squares(ConstFloatView grads, ConstFloatView weights) {
-  constexpr std::size_t kBlock = 256, kLanes = 8;
   const std::size_t n = grads.extent(0);
-  const std::size_t blocks = (n + kBlock - 1) / kBlock;
   const bool weighted = weights.extent(0) > 0;
+  if constexpr (optim_detail::kHostMemory)
+    return host_sum_of_squares(grads.data(), weighted ? weights.data() : nullptr, n);
+  const std::size_t blocks = (n + kBlock - 1) / kBlock;
+  const float* g = grads.data();
+  const float* w = weights.data();
   double sum = 0.0;
   Kokkos::parallel_reduce(
       kSumSquaresLabel, Kokkos::RangePolicy<ExecSpace>(0, blocks),
@@ -36,12 +77,12 @@ double weighted_sum_of_squares(ConstFloatView grads, ConstFloatView weights) {
         std::size_t i = begin;
         for (; i + kLanes <= end; i += kLanes)
           for (std::size_t l = 0; l < kLanes; ++l) {
-            const double g = grads(i + l);
-            lane[l] += weighted ? g * g * weights(i + l) : g * g;
+            const double gi = g[i + l];
+            lane[l] += weighted ? gi * gi * w[i + l] : gi * gi;
           }
         for (; i < end; ++i) {
-          const double g = grads(i);
-          lane[0] += weighted ? g * g * weights(i) : g * g;
+          const double gi = g[i];
+          lane[0] += weighted ? gi * gi * w[i] : gi * gi;
         }
         double block_sum = 0.0;
         for (std::size_t l = 0; l < kLanes; ++l) block_sum += lane[l];
@@ -66,11 +107,16 @@ double grad_sum_of_squares(ConstFloatView grads, ConstFloatView mask) {
 
 double global_grad_norm(ConstFloatView grads) { return std::sqrt(grad_sum_of_squares(grads)); }
 
-bool clip_to_norm(FloatView grads, double norm, double max_norm) {
-  if (!(max_norm > 0.0) || !std::isfinite(norm)) return false;
+float clip_coefficient(double norm, double max_norm) {
+  if (!(max_norm > 0.0) || !std::isfinite(norm)) return 1.0f;
   const double coef = max_norm / (norm + 1e-6);
-  if (!(coef < 1.0)) return false;
-  const float scale = static_cast<float>(coef);
+  return coef < 1.0 ? static_cast<float>(coef) : 1.0f;
+}
+
+bool clip_to_norm(FloatView grads, double norm, double max_norm) {
+  // Not `scale == 1`: a coefficient just below 1 can round to 1.0f and still counts as clipped.
+  if (!(max_norm > 0.0) || !std::isfinite(norm) || !(max_norm / (norm + 1e-6) < 1.0)) return false;
+  const float scale = clip_coefficient(norm, max_norm);
   Kokkos::parallel_for(
       kScaleLabel, Kokkos::RangePolicy<ExecSpace>(0, grads.extent(0)),
       KOKKOS_LAMBDA(const std::size_t i) { grads(i) *= scale; });
