@@ -8,6 +8,7 @@
 #include "trellis/optim/clip.hpp"
 #include "trellis/optim/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -169,4 +170,34 @@ TEST_CASE("grad_scale = clip_coefficient gives the clip-then-step result", "[opt
   separate->step(p_separate, g_separate, 0.1f);
   check_close(to_host(p_fused), to_host(p_separate));
   CHECK(to_host(g_fused) == grads);  // the fused path leaves the gradients as they were
+}
+
+TEST_CASE("sum of squares: blocks of 256 in 8 lanes, the order the device kernel uses",
+          "[optim][fused][clip]") {
+  // Bit-identical to this scalar spelling of the order, weighted and not, with a short tail.
+  const std::size_t n = 256 * 5 + 13;
+  const std::vector<float> grads = ramp(n, 3.0f, 2), mask = layered_mask(n);
+  for (const bool weighted : {false, true}) {
+    double expected = 0.0;
+    for (std::size_t begin = 0; begin < n; begin += 256) {
+      const std::size_t end = std::min(begin + 256, n);
+      double lane[8] = {};
+      std::size_t i = begin;
+      for (; i + 8 <= end; i += 8)
+        for (std::size_t l = 0; l < 8; ++l) {
+          const double g = grads[i + l];
+          lane[l] += weighted ? g * g * mask[i + l] : g * g;
+        }
+      for (; i < end; ++i) {
+        const double g = grads[i];
+        lane[0] += weighted ? g * g * mask[i] : g * g;
+      }
+      double block = 0.0;
+      for (double partial : lane) block += partial;
+      expected += block;
+    }
+    INFO("weighted " << weighted);
+    CHECK((weighted ? trellis::grad_sum_of_squares(to_device(grads), to_device(mask))
+                    : trellis::grad_sum_of_squares(to_device(grads))) == expected);
+  }
 }
