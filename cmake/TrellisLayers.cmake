@@ -54,6 +54,13 @@ foreach(layer IN LISTS TRELLIS_LAYERS)
   list(APPEND below ${layer})
 endforeach()
 
+# The optimizers' per-element square roots vectorise only without errno semantics (see
+# src/optim/host_loops.hpp); GCC ignores no-math-errno in optimize attributes and pragmas.
+if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  set_source_files_properties(src/optim/adam.cpp src/optim/rmsprop.cpp PROPERTIES
+                              COMPILE_OPTIONS -fno-math-errno)
+endif()
+
 string(REPLACE ";" " " TRELLIS_BLAS_STRING "${BLAS_LIBRARIES}")
 set_source_files_properties(src/train/build_info.cpp PROPERTIES COMPILE_DEFINITIONS
   "TRELLIS_COMPILER=\"${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}\";TRELLIS_BLAS=\"${TRELLIS_BLAS_STRING}\";TRELLIS_BUILD_TYPE=\"${CMAKE_BUILD_TYPE}\"")

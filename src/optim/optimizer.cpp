@@ -12,10 +12,18 @@ Optimizer::Optimizer(std::size_t numel, ConstFloatView decay_mask)
   TRELLIS_REQUIRE(decay_mask.extent(0) == numel,
                   "decay mask has " + std::to_string(decay_mask.extent(0)) +
                       " elements, optimizer has " + std::to_string(numel));
+  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), decay_mask);
+  for (std::size_t i = 0; i < numel; ++i) {
+    const bool decay = host(i) != 0.0f;
+    if (decay_runs_.empty() || decay_runs_.back().decay != decay)
+      decay_runs_.push_back(DecayRun{i, i + 1, decay});
+    else
+      decay_runs_.back().end = i + 1;
+  }
 }
 
-void Optimizer::step(FloatView params, ConstFloatView grads, float lr, std::size_t begin,
-                     std::size_t end) {
+void Optimizer::step(FloatView params, ConstFloatView grads, float lr, float grad_scale,
+                     std::size_t begin, std::size_t end) {
   // Messages are built only on failure, so the check costs no allocation per step.
   TRELLIS_REQUIRE(params.extent(0) == numel_, "params has " + std::to_string(params.extent(0)) +
                                                   " elements, optimizer " + std::to_string(numel_));
@@ -25,7 +33,7 @@ void Optimizer::step(FloatView params, ConstFloatView grads, float lr, std::size
                                                      std::to_string(end) + ") outside [0, " +
                                                      std::to_string(numel_) + ")");
   ++step_count_;
-  update(params, grads, lr, begin, end);
+  update(params, grads, lr, grad_scale, begin, end);
 }
 
 void Optimizer::set_step_count(std::int64_t count) {

@@ -143,8 +143,10 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
     return record;
   }
   consecutive_skips_ = 0;
-  clip_to_norm(grads, record.grad_norm, config_.optim.clip_norm);
-  model_.optimizer().step(sync.update_params(), grads, record.lr);
+  // Clipping rides in the update pass: the optimizer multiplies each gradient by the clip
+  // coefficient as it reads it (1 when not clipping), the same floats as clipping in place.
+  const float clip = clip_coefficient(record.grad_norm, config_.optim.clip_norm);
+  model_.optimizer().step(sync.update_params(), grads, record.lr, clip);
   times.optimizer += phase.fenced_seconds();
   phase.restart();
   sync.finish_update();  // ZeRO-1: all-gather the updated shards

@@ -20,7 +20,7 @@ class Adam final : public Optimizer {
 
   std::string name() const override { return decay_ == Decay::decoupled ? "adamw" : "adam"; }
   NamedState state() override;  // {"exp_avg", "exp_avg_sq"}
-  void update(FloatView params, ConstFloatView grads, float lr, std::size_t begin,
+  void update(FloatView params, ConstFloatView grads, float lr, float grad_scale, std::size_t begin,
               std::size_t end) override;
 
  private:

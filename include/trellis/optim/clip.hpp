@@ -17,6 +17,11 @@ double grad_sum_of_squares(ConstFloatView grads);  // sum of g*g
 double grad_sum_of_squares(ConstFloatView grads, ConstFloatView mask);
 double global_grad_norm(ConstFloatView grads);  // sqrt of the above
 
+// The factor clip_to_norm() scales gradients by: max_norm / (norm + 1e-6) rounded to float when
+// that is below 1, else exactly 1 (also when max_norm <= 0 or norm is not finite). Pass it as
+// the optimizer's grad_scale to clip inside the update pass instead of in a pass of its own.
+float clip_coefficient(double norm, double max_norm);
+
 // Scales grads by max_norm / (norm + 1e-6) when that is below 1; returns whether it did.
 // Does nothing when max_norm <= 0 (clipping off) or norm is not finite: torch would turn
 // every gradient into NaN, and the caller skips a non-finite step anyway.

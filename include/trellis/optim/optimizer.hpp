@@ -6,6 +6,12 @@
 // Every state buffer is allocated when the optimizer is built; step() launches kernels and
 // allocates nothing.
 //
+// Fusion: each step is ONE pass over params, grads and the state buffers: weight decay, the
+// moments, bias correction and the update in one loop, every per-step scalar (lr, bias
+// corrections, the clip coefficient as grad_scale) computed once on the host. The decay mask
+// is read once, when the optimizer is built, into runs of equal flag (decay_runs()); the host
+// loop runs once per run with decay compiled in or out, so masking costs no per-element work.
+//
 // Indexing: params, grads, the decay mask and every state buffer share one index space of
 // numel elements. step() over [begin, end) touches only that range of all of them. ZeRO-1
 // wants state only for its shard: build the optimizer with numel = shard size and pass
@@ -48,13 +54,29 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
+  // A run [begin, end) of elements whose decay mask is all set (decay) or all clear.
+  struct DecayRun {
+    std::size_t begin = 0, end = 0;
+    bool decay = false;
+  };
+
   // One optimizer step over the whole buffer. params and grads are [numel].
   void step(FloatView params, ConstFloatView grads, float lr) {
-    step(params, grads, lr, 0, numel_);
+    step(params, grads, lr, 1.0f, 0, numel_);
+  }
+  // The same with every gradient multiplied by grad_scale as it is read: the clip coefficient
+  // (clip_coefficient()), giving the same floats as scaling grads in place first, one pass
+  // fewer. grads are left as they are.
+  void step(FloatView params, ConstFloatView grads, float lr, float grad_scale) {
+    step(params, grads, lr, grad_scale, 0, numel_);
   }
   // One optimizer step over elements [begin, end) only. Counts as a full step (bias
   // correction uses the count), so call it once per training step, not once per bucket.
-  void step(FloatView params, ConstFloatView grads, float lr, std::size_t begin, std::size_t end);
+  void step(FloatView params, ConstFloatView grads, float lr, std::size_t begin, std::size_t end) {
+    step(params, grads, lr, 1.0f, begin, end);
+  }
+  void step(FloatView params, ConstFloatView grads, float lr, float grad_scale, std::size_t begin,
+            std::size_t end);
 
   virtual std::string name() const = 0;  // "sgd", "adam", "adamw", "rmsprop"
   virtual NamedState state() = 0;        // views of the live buffers: write them to restore
@@ -63,15 +85,30 @@ class Optimizer {
   std::int64_t step_count() const { return step_count_; }
   void set_step_count(std::int64_t count);
   std::size_t numel() const { return numel_; }
+  // The decay mask as runs covering [0, numel) in order, adjacent runs differing in flag.
+  const std::vector<DecayRun>& decay_runs() const { return decay_runs_; }
 
   // The kernel behind step(), run with step_count() already advanced. Called by step()
   // only; public because nvcc rejects device lambdas inside non-public member functions.
-  virtual void update(FloatView params, ConstFloatView grads, float lr, std::size_t begin,
-                      std::size_t end) = 0;
+  virtual void update(FloatView params, ConstFloatView grads, float lr, float grad_scale,
+                      std::size_t begin, std::size_t end) = 0;
 
  protected:
+  // Calls f(run_begin, run_end, decay) for each part of a decay run inside [begin, end), in
+  // order. Runs are few (two per layer at most), so a linear scan costs nothing next to the
+  // elements.
+  template <class F>
+  void for_each_decay_run(std::size_t begin, std::size_t end, F&& f) const {
+    for (const DecayRun& run : decay_runs_) {
+      const std::size_t lo = run.begin > begin ? run.begin : begin;
+      const std::size_t hi = run.end < end ? run.end : end;
+      if (lo < hi) f(lo, hi, run.decay);
+    }
+  }
+
   std::size_t numel_;
-  ConstFloatView decay_mask_;  // [numel]; weight decay applies where the mask is non-zero
+  ConstFloatView decay_mask_;         // [numel]; weight decay applies where the mask is non-zero
+  std::vector<DecayRun> decay_runs_;  // the mask's runs, for the host loops
   std::int64_t step_count_ = 0;
 };
 

@@ -16,7 +16,7 @@ class RmsProp final : public Optimizer {
 
   std::string name() const override { return "rmsprop"; }
   NamedState state() override;  // {"square_avg"} plus "momentum_buffer" with momentum
-  void update(FloatView params, ConstFloatView grads, float lr, std::size_t begin,
+  void update(FloatView params, ConstFloatView grads, float lr, float grad_scale, std::size_t begin,
               std::size_t end) override;
 
  private:

@@ -17,7 +17,7 @@ class Sgd final : public Optimizer {
 
   std::string name() const override { return "sgd"; }
   NamedState state() override;  // {"momentum_buffer"} with momentum, else empty
-  void update(FloatView params, ConstFloatView grads, float lr, std::size_t begin,
+  void update(FloatView params, ConstFloatView grads, float lr, float grad_scale, std::size_t begin,
               std::size_t end) override;
 
  private:
