@@ -31,4 +31,25 @@ code=$?
 set -e
 [[ $code -eq 2 ]] || fail "data.augment=crop,blur exited $code, expected 2"
 grep -q "data.augment" "$WORK/bad.log" || fail "the error does not name data.augment"
+
+# A read error on the loader thread (a label out of range in row 700: global batch 10 of an
+# unshuffled run) ends the job at that batch with the reader's message and exit code 3 (input
+# error), on 1 and on 2 ranks, within the time limit (no hang).
+"$TRELLIS_PYTHON" - "$FASHION_DIR/test.h5" "$WORK/bad.h5" <<'PY'
+import shutil, sys, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    f["labels"][700] = 99
+PY
+for np in 1 2; do
+  set +e
+  TRELLIS_RUN_TIMEOUT=60 trellis_run $np "${common[@]}" --data.train="$WORK/bad.h5" --data.test= \
+    --data.shuffle=false --data.prefetch=4 --ckpt.interval_steps=0 --run.dir="$WORK/bad-np$np" > "$WORK/bad-np$np.log" 2>&1
+  code=$?
+  set -e
+  [[ $code -eq 3 ]] || fail "a bad label read on the loader thread exited $code on $np rank(s), expected 3: $(tail -5 "$WORK/bad-np$np.log")"
+  grep -q "bad.h5: dataset '/labels': row 700 .* has label 99" "$WORK/bad-np$np.log" || fail "no reader message on $np rank(s)"
+  steps=$(grep -c '"loss"' "$WORK/bad-np$np/metrics.jsonl" || true)
+  [[ $steps -eq 10 ]] || fail "$steps steps logged before the bad batch 11 on $np rank(s), expected 10"
+done
 echo "input pipeline: prefetch and augmentation OK"
