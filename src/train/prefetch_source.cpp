@@ -4,6 +4,11 @@
 
 #include <algorithm>
 
+#ifdef __linux__
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 namespace trellis {
 
 PrefetchingTrainSource::Slot::Slot(std::int64_t capacity, const DataShape& shape)
@@ -37,7 +42,23 @@ PrefetchingTrainSource::StepKey PrefetchingTrainSource::after(const StepKey& key
   return {key.epoch + 1, 0, key.global_step + 1};
 }
 
+namespace {
+
+// SCHED_BATCH: a woken loader does not preempt the step's thread on a busy core (it is woken by
+// every load(), right inside the timed data phase), it waits for the next scheduling tick.
+// Best effort: where the policy cannot be set, the default one is correct, only less polite.
+void yield_to_the_step() {
+#ifdef __linux__
+  sched_param param{};
+  param.sched_priority = 0;
+  (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+#endif
+}
+
+}  // namespace
+
 void PrefetchingTrainSource::loader_loop() {
+  yield_to_the_step();
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     changed_.wait(lock, [&] {
