@@ -30,10 +30,16 @@ void check_tuning(const Hdf5Tuning& tuning) {
     throw ConfigError(
         "HDF5 collective metadata reads need collective transfer: with independent reads, "
         "chunk lookups inside H5Dread would be independent metadata reads");
+  if (tuning.posix_reads && tuning.collective_transfer)
+    throw ConfigError("HDF5 POSIX reads (data.prefetch > 0) cannot be collective transfers");
 }
 
 H5Plist make_parallel_file_access(MPI_Comm comm, const Hdf5Tuning& tuning) {
   H5Plist fapl(TRELLIS_H5(H5Pcreate(H5P_FILE_ACCESS)));
+  if (tuning.posix_reads) {
+    TRELLIS_H5(H5Pset_fapl_sec2(fapl.get()));
+    return fapl;
+  }
   MpiInfo info;
   if (tuning.cb_buffer_size > 0) info.set("cb_buffer_size", std::to_string(tuning.cb_buffer_size));
   if (tuning.cb_nodes > 0) info.set("cb_nodes", std::to_string(tuning.cb_nodes));
@@ -53,6 +59,7 @@ H5Plist make_dataset_access(const Hdf5Tuning& tuning) {
 
 H5Plist make_transfer(const Hdf5Tuning& tuning) {
   H5Plist dxpl(TRELLIS_H5(H5Pcreate(H5P_DATASET_XFER)));
+  if (tuning.posix_reads) return dxpl;  // the sec2 driver takes no MPI-IO transfer mode
   TRELLIS_H5(H5Pset_dxpl_mpio(
       dxpl.get(), tuning.collective_transfer ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT));
   return dxpl;

@@ -177,6 +177,16 @@ const std::vector<ConfigEntry>& config_table() {
           "none: read every batch from HDF5 | memory: load the whole dataset "
           "into each rank's memory once (small datasets)",
           named, FIELD(data.cache_in_memory), {{"none", false}, {"memory", true}}),
+      KEY("data.prefetch", "2",
+          "training batches a loader thread reads ahead while the step runs; 0 = read each "
+          "batch in the step",
+          integer, FIELD(data.prefetch), 0, 64),
+      KEY("data.augment", "none",
+          "training image augmentation: none | a comma list of crop (random shift with "
+          "zero padding of data.augment_pad pixels), flip (horizontal); never on evaluation",
+          text, FIELD(data.augment)),
+      KEY("data.augment_pad", "4", "crop: largest shift in pixels (the zero padding)", integer,
+          FIELD(data.augment_pad), 0, 64),
       KEY("parallel.tp", "1",
           "tensor-parallel ranks per model replica (consecutive ranks: keep them on one node); "
           "mlp and gpt",

@@ -23,11 +23,20 @@ std::string describe_samples(const SampleDataset& data) {
 
 SampleTrainSource::SampleTrainSource(SampleDataset data, std::int64_t global_batch,
                                      std::uint64_t seed, bool shuffle, RemainderPolicy remainder,
-                                     const MpiComm& dp)
+                                     const MpiComm& dp, const AugmentSpec& augment)
     : data_(std::move(data)),
       sampler_(data_.size(), global_batch, seed, shuffle, remainder),
       dp_(dp) {
   local_.indices.reserve(static_cast<std::size_t>(global_batch / dp.size() + 1));
+  if (augment.any()) {
+    // Padding is raw 0, i.e. -mean/std after normalisation (per channel).
+    const Normalization& norm = data_.normalization();
+    const std::size_t channels = std::max(norm.mean.size(), norm.std.size());
+    auto at = [](const std::vector<float>& v, std::size_t c) { return v[v.size() == 1 ? 0 : c]; };
+    std::vector<float> fill(channels);
+    for (std::size_t c = 0; c < channels; ++c) fill[c] = -at(norm.mean, c) / at(norm.std, c);
+    augmenter_.emplace(augment, seed, data_.sample_shape(), std::move(fill));
+  }
 }
 
 LocalPart SampleTrainSource::load(std::int64_t epoch, std::int64_t step_in_epoch,
@@ -39,6 +48,8 @@ LocalPart SampleTrainSource::load(std::int64_t epoch, std::int64_t step_in_epoch
   part.global_samples = local_.global_size;
   // Called with an empty block too: with collective transfer every rank must join the read.
   data_.read(local_.indices, buffers.host_features.data(), buffers.host_targets.data());
+  if (augmenter_)
+    augmenter_->apply(epoch, local_.indices.data(), part.samples, buffers.host_features.data());
   return part;
 }
 

@@ -43,6 +43,10 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
     log_.warn(model_->schedule().warning());
   buffers_ = std::make_unique<BatchBuffers>(std::max(config_.local_batch(dp), eval_rows),
                                             shape.feature_numel, shape.seq_len);
+  // From here on the training data may be read on a loader thread: every HDF5 use of the main
+  // thread below pauses it (ReadingPaused), since HDF5 is not thread-safe.
+  train_data_ =
+      with_prefetch(std::move(train_data_), config_, config_.local_batch(dp), total_steps_);
   faults_ = std::make_unique<FaultInjector>(config_.fault, grid_->rank(), log_);
   runner_ = std::make_unique<StepRunner>(config_, *grid_, *model_, *train_data_, *buffers_,
                                          *faults_, log_);
@@ -59,7 +63,11 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
 
   // Before anything in run.dir is rewritten: a checkpoint that cannot be used stops the run
   // with the files of the previous run intact.
-  const std::optional<ResumePoint> resumed = checkpoints_->resume_if_asked();
+  std::optional<ResumePoint> resumed;
+  {
+    ReadingPaused paused(*train_data_);
+    resumed = checkpoints_->resume_if_asked();
+  }
   if (resumed) {
     runner_->restore(resumed->step, resumed->skipped_steps);
     checkpointed_step_ = resumed->step;
@@ -87,6 +95,11 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
 #endif
   parameter_count_ = model_->logical_parameter_count(*grid_);  // collective over tp and pp
   log_setup();
+}
+
+Trainer::~Trainer() {
+  runner_.reset();  // holds a reference to train_data_
+  train_data_.reset();
 }
 
 void Trainer::open_data() {
@@ -157,6 +170,7 @@ void Trainer::checkpoint() {
   watchdog_->beat("checkpoint");
   metrics_->before_message();
   Stopwatch watch;
+  ReadingPaused paused(*train_data_);
   const std::string dir = checkpoints_->save(step(), runner_->skipped());
   metrics_->checkpoint({step(), dir, watch.seconds()});
   checkpointed_step_ = step();
@@ -166,6 +180,7 @@ void Trainer::checkpoint() {
 
 EvalResult Trainer::evaluate(std::int64_t epoch) {
   Stopwatch watch;
+  ReadingPaused paused(*train_data_);
   const EvalResult result = evaluate_model(model_->engine(), *test_data_, *buffers_,
                                            config_.train.eval_batch, grid_->dp(), grid_->pp());
   metrics_->evaluation(
@@ -227,7 +242,10 @@ ExitCode Trainer::train() {
 
 void Trainer::finish(const std::string& finish_reason) {
   RunSummary summary;
-  summary.weights_path = checkpoints_->write_weights();
+  {
+    ReadingPaused paused(*train_data_);
+    summary.weights_path = checkpoints_->write_weights();
+  }
   summary.steps = step();
   summary.finish = finish_reason;
   summary.parameters = parameter_count_;

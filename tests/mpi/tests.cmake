@@ -1,5 +1,6 @@
 # One line per Catch2 tag of tests/mpi/*.cpp: the rank counts each runs at.
 trellis_add_mpi_test(NAME data_mpi NP 1 2 4)
+trellis_add_mpi_test(NAME augment_mpi NP 1 2 4)
 trellis_add_mpi_test(NAME grid_mpi NP 1 2 4)
 trellis_add_mpi_test(NAME token_mpi NP 1 2 4)
 trellis_add_mpi_test(NAME batchnorm_mpi NP 1 2 4)

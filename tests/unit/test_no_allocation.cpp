@@ -4,6 +4,7 @@
 // during steady-state steps of the MLP, loss, sampler, clipping and optimizer.
 #include "catch.hpp"
 
+#include "trellis/data/augment.hpp"
 #include "trellis/data/sampler.hpp"
 #include "trellis/kernels/random_fill.hpp"
 #include "trellis/nn/cnn.hpp"
@@ -12,6 +13,7 @@
 #include "trellis/nn/softmax_xent.hpp"
 #include "trellis/optim/clip.hpp"
 #include "trellis/optim/optimizer.hpp"
+#include "trellis/train/prefetch_source.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -200,4 +202,53 @@ TEST_CASE("a warmed-up GPT step makes no heap allocation", "[perf][alloc]") {
   nn::ModelInput input;
   input.tokens = tokens;
   CHECK(allocations_in_steady_state(model, store, input, tokens, n) == 0);
+}
+
+namespace {
+
+// Augmented [1, 8, 8] images on the loader thread, like SampleTrainSource without the file.
+class AugmentedFakeSource : public trellis::TrainSource {
+ public:
+  AugmentedFakeSource()
+      : augmenter_(trellis::parse_augment("crop,flip", 2), 5, trellis::Shape{1, 8, 8}, {0.0f}),
+        indices_{3, 1, 4, 1, 5, 9} {}
+  trellis::DataShape shape() const override {
+    trellis::DataShape s;
+    s.sample_shape = {1, 8, 8};
+    s.feature_numel = 64;
+    s.classes = 10;
+    return s;
+  }
+  std::int64_t steps_per_epoch() const override { return 4; }
+  trellis::LocalPart load(std::int64_t epoch, std::int64_t, std::int64_t global,
+                          trellis::BatchBuffers& buffers) override {
+    for (std::int64_t i = 0; i < 6 * 64; ++i)
+      buffers.host_features(i) = static_cast<float>(i + global);
+    for (std::int64_t i = 0; i < 6; ++i) buffers.host_targets(i) = 1;
+    augmenter_.apply(epoch, indices_.data(), 6, buffers.host_features.data());
+    trellis::LocalPart part;
+    part.samples = part.global_samples = 6;
+    return part;
+  }
+  std::string describe() const override { return "fake"; }
+
+ private:
+  trellis::ImageAugmenter augmenter_;
+  std::vector<std::int64_t> indices_;
+};
+
+}  // namespace
+
+TEST_CASE("warmed-up prefetched, augmented batch loads make no heap allocation", "[perf][alloc]") {
+  using namespace trellis;
+  PrefetchingTrainSource source(std::make_unique<AugmentedFakeSource>(), 2, 6, 100);
+  BatchBuffers buffers(6, 64, 0);
+  auto load = [&](std::int64_t g) { source.load(g / 4, g % 4, g, buffers); };
+  load(0);
+  load(1);
+  allocations = 0;
+  counting = true;  // counts the loader thread's allocations too
+  for (std::int64_t g = 2; g < 12; ++g) load(g);
+  counting = false;
+  CHECK(allocations.load() == 0);
 }

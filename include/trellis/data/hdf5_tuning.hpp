@@ -26,6 +26,12 @@ struct Hdf5Tuning {
   //   file systems with many ranks reading small scattered rows.
   bool collective_transfer = false;
 
+  // true: open with HDF5's POSIX (sec2) driver instead of MPI-IO. Every rank opens the files
+  //   on its own and read() makes no MPI call at all, so a background loader thread may call
+  //   it while the main thread communicates (Trellis initialises MPI_THREAD_FUNNELED: only the
+  //   main thread may call MPI). Read-only, independent; excludes collective_transfer.
+  bool posix_reads = false;
+
   // How scattered rows of one shard are read with independent transfer:
   // false (default): one H5Dread per run of consecutive rows, each a single hyperslab block.
   // true: one H5Dread per shard over the union (H5S_SELECT_OR) of all its runs' blocks.
@@ -67,7 +73,8 @@ struct Hdf5Tuning {
 };
 
 // File access list for reading on `comm` with the MPI-IO driver (H5Pset_fapl_mpio) and the
-// hints above. Opening with it is collective over comm.
+// hints above. Opening with it is collective over comm. With posix_reads: the sec2 driver,
+// and opening is local to the rank.
 // Throws ConfigError for a combination HDF5 cannot honour (collective metadata reads need
 // collective transfers).
 void check_tuning(const Hdf5Tuning& tuning);

@@ -35,6 +35,23 @@ class TrainSource {
   virtual LocalPart load(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_t global_step,
                          BatchBuffers& buffers) = 0;
   virtual std::string describe() const = 0;  // "60000 samples of [1, 28, 28], 10 classes"
+  // A source that reads on a background thread (PrefetchingTrainSource) finishes the read in
+  // progress and starts none until resume_reading(). HDF5 is not thread-safe: the main thread
+  // calls this before it uses HDF5 itself. Synchronous sources do nothing.
+  virtual void pause_reading() {}
+  virtual void resume_reading() {}
+};
+
+// pause_reading() for one scope.
+class ReadingPaused {
+ public:
+  explicit ReadingPaused(TrainSource& source) : source_(source) { source_.pause_reading(); }
+  ReadingPaused(const ReadingPaused&) = delete;
+  ReadingPaused& operator=(const ReadingPaused&) = delete;
+  ~ReadingPaused() { source_.resume_reading(); }
+
+ private:
+  TrainSource& source_;
 };
 
 class EvalSource {

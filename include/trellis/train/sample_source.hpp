@@ -2,11 +2,13 @@
 #pragma once
 
 #include "trellis/comm/mpi_comm.hpp"
+#include "trellis/data/augment.hpp"
 #include "trellis/data/sample_dataset.hpp"
 #include "trellis/data/sampler.hpp"
 #include "trellis/train/data_source.hpp"
 
 #include <memory>
+#include <optional>
 
 namespace trellis {
 
@@ -14,8 +16,11 @@ DataShape sample_data_shape(const SampleDataset& data);
 
 class SampleTrainSource : public TrainSource {
  public:
+  // augment: applied to every loaded training image (throws ConfigError when it asks for
+  // crop/flip and the samples are not [C, H, W]).
   SampleTrainSource(SampleDataset data, std::int64_t global_batch, std::uint64_t seed, bool shuffle,
-                    RemainderPolicy remainder, const MpiComm& dp);
+                    RemainderPolicy remainder, const MpiComm& dp,
+                    const AugmentSpec& augment = AugmentSpec{});
   DataShape shape() const override { return sample_data_shape(data_); }
   std::int64_t steps_per_epoch() const override { return sampler_.steps_per_epoch(); }
   LocalPart load(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_t global_step,
@@ -26,7 +31,8 @@ class SampleTrainSource : public TrainSource {
   SampleDataset data_;
   DistributedSampler sampler_;
   const MpiComm& dp_;
-  LocalBatch local_;  // reused every step
+  LocalBatch local_;                         // reused every step
+  std::optional<ImageAugmenter> augmenter_;  // empty: no augmentation
 };
 
 // The first N samples (N = the set, or max_samples when smaller and > 0); rank r of dp

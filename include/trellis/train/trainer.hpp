@@ -43,6 +43,9 @@ class Trainer {
   // Collective over `world`: everything up to the first step (see above). Any failure, on any
   // rank, stops every rank before the first step.
   Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log);
+  // Stops the training data's loader thread first: the members destroyed after it may close
+  // HDF5 files, and HDF5 is not thread-safe.
+  ~Trainer();
 
   // Trains for train.epochs (or train.max_steps), then writes model.h5 and summary.json:
   // ExitCode::ok. Stopped early by a signal or time limit: writes a checkpoint and returns
