@@ -20,8 +20,9 @@ target_include_directories(trellis::hdf5 INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5
 target_link_libraries(trellis::hdf5 INTERFACE ${HDF5_C_LIBRARIES} ${HDF5_LIBRARIES} MPI::MPI_C)
 target_compile_definitions(trellis::hdf5 INTERFACE ${HDF5_DEFINITIONS})
 
-# oneDNN, the CPU counterpart of cuDNN/cuBLAS: host GEMMs (and convolutions where built). Its
-# CMake package names the threading runtime it was built with; with OpenMP (Debian's build)
+# oneDNN, the CPU counterpart of cuDNN/cuBLAS: host GEMMs and convolutions. Its package needs
+# OpenCL's CMake files (Debian: ocl-icd-opencl-dev, only "recommended" by libdnnl-dev). Its
+# package also names the threading runtime it was built with; with OpenMP (Debian's build)
 # Trellis also links the OpenMP runtime so that it can hold each rank to one thread.
 if(TRELLIS_ENABLE_ONEDNN AND TRELLIS_ENABLE_CUDA)
   message(FATAL_ERROR "TRELLIS_ENABLE_ONEDNN is for host builds; CUDA builds use cuBLAS/cuDNN")

@@ -13,7 +13,7 @@ packages=(
   libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev
   catch2
-  libopenblas-dev libdnnl-dev
+  libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
   dataset-fashion-mnist
   python3-numpy python3-h5py python3-venv python3-matplotlib
