@@ -1,18 +1,50 @@
 #include "trellis/kernels/activation.hpp"
 
+#include "host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
 
 namespace trellis::kernels {
 
-// Matrices are contiguous row-major, so element-wise kernels run over the flat index.
+// Matrices are contiguous row-major, so element-wise kernels run over the flat index: one
+// contiguous loop on the host (branch-free selects, so it vectorises), consecutive threads on
+// consecutive elements on a device.
+namespace {
+
+using Index = std::int64_t;
+
+TRELLIS_HOST_CLONES
+void host_relu_forward(const float* __restrict x, float* __restrict y, Index n) {
+  for (Index i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+TRELLIS_HOST_CLONES
+void host_relu_backward(const float* __restrict x, const float* __restrict dy, float* __restrict dx,
+                        Index n) {
+  for (Index i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+TRELLIS_HOST_CLONES
+void host_gelu_forward(const float* __restrict x, float* __restrict y, Index n) {
+  for (Index i = 0; i < n; ++i) y[i] = gelu(x[i]);
+}
+TRELLIS_HOST_CLONES
+void host_gelu_backward(const float* __restrict x, const float* __restrict dy, float* __restrict dx,
+                        Index n) {
+  for (Index i = 0; i < n; ++i) dx[i] = dy[i] * gelu_grad(x[i]);
+}
+
+}  // namespace
 
 void relu_forward(ConstMatrix x, Matrix y) {
   require_same_shape(x, y, "relu_forward");
   const float* xp = x.data();
   float* yp = y.data();
-  Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::relu::fwd"), Range(0, static_cast<std::int64_t>(x.size())),
-      KOKKOS_LAMBDA(const std::int64_t i) { yp[i] = xp[i] > 0.0f ? xp[i] : 0.0f; });
+  const Index n = static_cast<Index>(x.size());
+  if constexpr (kHostMemory) {
+    host_relu_forward(xp, yp, n);
+  } else {
+    Kokkos::parallel_for(
+        TRELLIS_KERNEL_LABEL("trellis::relu::fwd"), Range(0, n),
+        KOKKOS_LAMBDA(const Index i) { yp[i] = xp[i] > 0.0f ? xp[i] : 0.0f; });
+  }
 }
 
 void relu_backward(ConstMatrix x, ConstMatrix dy, Matrix dx) {
@@ -21,18 +53,28 @@ void relu_backward(ConstMatrix x, ConstMatrix dy, Matrix dx) {
   const float* xp = x.data();
   const float* dyp = dy.data();
   float* dxp = dx.data();
-  Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::relu::bwd"), Range(0, static_cast<std::int64_t>(x.size())),
-      KOKKOS_LAMBDA(const std::int64_t i) { dxp[i] = xp[i] > 0.0f ? dyp[i] : 0.0f; });
+  const Index n = static_cast<Index>(x.size());
+  if constexpr (kHostMemory) {
+    host_relu_backward(xp, dyp, dxp, n);
+  } else {
+    Kokkos::parallel_for(
+        TRELLIS_KERNEL_LABEL("trellis::relu::bwd"), Range(0, n),
+        KOKKOS_LAMBDA(const Index i) { dxp[i] = xp[i] > 0.0f ? dyp[i] : 0.0f; });
+  }
 }
 
 void gelu_forward(ConstMatrix x, Matrix y) {
   require_same_shape(x, y, "gelu_forward");
   const float* xp = x.data();
   float* yp = y.data();
-  Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::gelu::fwd"), Range(0, static_cast<std::int64_t>(x.size())),
-      KOKKOS_LAMBDA(const std::int64_t i) { yp[i] = gelu(xp[i]); });
+  const Index n = static_cast<Index>(x.size());
+  if constexpr (kHostMemory) {
+    host_gelu_forward(xp, yp, n);
+  } else {
+    Kokkos::parallel_for(
+        TRELLIS_KERNEL_LABEL("trellis::gelu::fwd"), Range(0, n),
+        KOKKOS_LAMBDA(const Index i) { yp[i] = gelu(xp[i]); });
+  }
 }
 
 void gelu_backward(ConstMatrix x, ConstMatrix dy, Matrix dx) {
@@ -41,9 +83,14 @@ void gelu_backward(ConstMatrix x, ConstMatrix dy, Matrix dx) {
   const float* xp = x.data();
   const float* dyp = dy.data();
   float* dxp = dx.data();
-  Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::gelu::bwd"), Range(0, static_cast<std::int64_t>(x.size())),
-      KOKKOS_LAMBDA(const std::int64_t i) { dxp[i] = dyp[i] * gelu_grad(xp[i]); });
+  const Index n = static_cast<Index>(x.size());
+  if constexpr (kHostMemory) {
+    host_gelu_backward(xp, dyp, dxp, n);
+  } else {
+    Kokkos::parallel_for(
+        TRELLIS_KERNEL_LABEL("trellis::gelu::bwd"), Range(0, n),
+        KOKKOS_LAMBDA(const Index i) { dxp[i] = dyp[i] * gelu_grad(xp[i]); });
+  }
 }
 
 }  // namespace trellis::kernels

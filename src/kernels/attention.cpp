@@ -1,6 +1,7 @@
 #include "trellis/kernels/attention.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/fast_math.hpp"
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/core/math.hpp"
 #include "trellis/kernels/gemm.hpp"
@@ -96,7 +97,7 @@ void causal_softmax_forward(Matrix s) {
         for (std::int64_t j = 1; j <= t; ++j) m = s(r, j) > m ? s(r, j) : m;
         float sum = 0.0f;
         for (std::int64_t j = 0; j <= t; ++j) {
-          const float e = math::exp(s(r, j) - m);
+          const float e = math::fast_exp(s(r, j) - m);
           s(r, j) = e;
           sum += e;
         }

@@ -1,8 +1,11 @@
 #include "trellis/kernels/layernorm.hpp"
 
+#include "host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/core/math.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace trellis::kernels {
@@ -18,6 +21,66 @@ void check_extent(const V& v, std::size_t need, bool exact, const ConstMatrix& x
                           extents_string(x));
 }
 
+using Index = std::int64_t;
+
+TRELLIS_HOST_CLONES
+void host_forward(const float* __restrict x, const float* __restrict gamma,
+                  const float* __restrict beta, float eps, float* __restrict y,
+                  float* __restrict mean, float* __restrict rstd, Index rows, Index d) {
+  const float inv_d = 1.0f / static_cast<float>(d);
+  for (Index r = 0; r < rows; ++r) {
+    const float* __restrict xr = x + r * d;
+    float* __restrict yr = y + r * d;
+    const float mu = lane_sum(d, [&](Index j) { return xr[j]; }) * inv_d;
+    const float var = lane_sum(d, [&](Index j) { return (xr[j] - mu) * (xr[j] - mu); }) * inv_d;
+    const float rs = 1.0f / std::sqrt(var + eps);
+    for (Index j = 0; j < d; ++j) yr[j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+}
+
+// Rows outer: dx of a row needs two row sums first; the parameter gradients are accumulated
+// row by row into tiles of partial sums (as kernels::column_sum_accumulate), in row order.
+TRELLIS_HOST_CLONES
+void host_backward(const float* __restrict x, const float* __restrict dy,
+                   const float* __restrict gamma, const float* __restrict mean,
+                   const float* __restrict rstd, float* __restrict dx, float* __restrict dgamma,
+                   float* __restrict dbeta, Index rows, Index d) {
+  const float inv_d = 1.0f / static_cast<float>(d);
+  for (Index r = 0; r < rows; ++r) {
+    const float* __restrict xr = x + r * d;
+    const float* __restrict dyr = dy + r * d;
+    float* __restrict dxr = dx + r * d;
+    const float mu = mean[r], rs = rstd[r];
+    const float g_mean = lane_sum(d, [&](Index j) { return dyr[j] * gamma[j]; }) * inv_d;
+    const float gx_mean =
+        lane_sum(d, [&](Index j) { return dyr[j] * gamma[j] * ((xr[j] - mu) * rs); }) * inv_d;
+    for (Index j = 0; j < d; ++j) {
+      const float xhat = (xr[j] - mu) * rs;
+      dxr[j] = rs * (dyr[j] * gamma[j] - g_mean - xhat * gx_mean);
+    }
+  }
+  constexpr Index kTile = 256;
+  for (Index j0 = 0; j0 < d; j0 += kTile) {
+    const Index width = std::min(kTile, d - j0);
+    float dg[kTile] = {}, db[kTile] = {};
+    for (Index r = 0; r < rows; ++r) {
+      const float* __restrict xr = x + r * d + j0;
+      const float* __restrict dyr = dy + r * d + j0;
+      const float mu = mean[r], rs = rstd[r];
+      for (Index j = 0; j < width; ++j) {
+        dg[j] += dyr[j] * ((xr[j] - mu) * rs);
+        db[j] += dyr[j];
+      }
+    }
+    for (Index j = 0; j < width; ++j) {
+      dgamma[j0 + j] += dg[j];
+      dbeta[j0 + j] += db[j];
+    }
+  }
+}
+
 }  // namespace
 
 void layernorm_forward(ConstMatrix x, ConstVector gamma, ConstVector beta, float eps, Matrix y,
@@ -29,6 +92,11 @@ void layernorm_forward(ConstMatrix x, ConstVector gamma, ConstVector beta, float
   check_extent(mean, x.extent(0), false, x, who, "mean");
   check_extent(rstd, x.extent(0), false, x, who, "rstd");
   const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
+  if constexpr (kHostMemory) {
+    host_forward(x.data(), gamma.data(), beta.data(), eps, y.data(), mean.data(), rstd.data(),
+                 static_cast<Index>(x.extent(0)), d);
+    return;
+  }
   const float inv_d = 1.0f / static_cast<float>(d);
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::layernorm::fwd"),
@@ -60,6 +128,11 @@ void layernorm_backward(ConstMatrix x, ConstMatrix dy, ConstVector gamma, ConstV
   check_extent(rstd, x.extent(0), false, x, who, "rstd");
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
+  if constexpr (kHostMemory) {
+    host_backward(x.data(), dy.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
+                  dgamma.data(), dbeta.data(), rows, d);
+    return;
+  }
   const float inv_d = 1.0f / static_cast<float>(d);
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::layernorm::bwd_input"), Range(0, rows),

@@ -1,5 +1,6 @@
 #include "trellis/kernels/softmax_xent.hpp"
 
+#include "trellis/core/fast_math.hpp"
 #include "trellis/core/kernel_label.hpp"
 
 #include "trellis/core/error.hpp"
@@ -55,7 +56,7 @@ XentResult softmax_xent_forward(ConstMatrix logits, ConstLabels labels) {
           }
         }
         float sum = 0.0f;
-        for (std::int32_t j = 0; j < classes; ++j) sum += math::exp(logits(r, j) - zmax);
+        for (std::int32_t j = 0; j < classes; ++j) sum += math::fast_exp(logits(r, j) - zmax);
         loss += static_cast<double>(math::log(sum)) + static_cast<double>(zmax) -
                 static_cast<double>(logits(r, label));
         if (argmax == label) hits += 1;
@@ -78,11 +79,11 @@ void softmax_xent_backward(ConstMatrix logits, ConstLabels labels, float scale, 
         float zmax = logits(r, 0);
         for (std::int32_t j = 1; j < classes; ++j) zmax = logits(r, j) > zmax ? logits(r, j) : zmax;
         float sum = 0.0f;
-        for (std::int32_t j = 0; j < classes; ++j) sum += math::exp(logits(r, j) - zmax);
+        for (std::int32_t j = 0; j < classes; ++j) sum += math::fast_exp(logits(r, j) - zmax);
         const float inv_sum = 1.0f / sum;
         const std::int32_t label = labels(r);
         for (std::int32_t j = 0; j < classes; ++j) {
-          const float p = math::exp(logits(r, j) - zmax) * inv_sum;
+          const float p = math::fast_exp(logits(r, j) - zmax) * inv_sum;
           dlogits(r, j) = (p - (j == label ? 1.0f : 0.0f)) * scale;
         }
       });

@@ -1,6 +1,7 @@
 #include "trellis/kernels/vocab_parallel_xent.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/fast_math.hpp"
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/core/math.hpp"
 
@@ -36,7 +37,7 @@ void vp_xent_row_stats(ConstMatrix logits, ConstLabels labels, ConstVector row_m
         float sum = 0.0f;
         float first = none;
         for (std::int64_t j = 0; j < c; ++j) {
-          sum += math::exp(logits(r, j) - m);
+          sum += math::fast_exp(logits(r, j) - m);
           if (first == none && logits(r, j) == m) first = static_cast<float>(offset + j);
         }
         const std::int64_t local = static_cast<std::int64_t>(labels(r)) - offset;
@@ -80,7 +81,7 @@ void vp_xent_backward(ConstMatrix logits, ConstLabels labels, ConstVector row_ma
         const float inv_sum = 1.0f / stats(r);
         const std::int64_t local = static_cast<std::int64_t>(labels(r)) - offset;
         for (std::int64_t j = 0; j < c; ++j) {
-          const float p = math::exp(logits(r, j) - m) * inv_sum;
+          const float p = math::fast_exp(logits(r, j) - m) * inv_sum;
           dlogits(r, j) = (p - (j == local ? 1.0f : 0.0f)) * scale;
         }
       });
