@@ -1,9 +1,9 @@
 #include "trellis/kernels/flash_attention.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/fast_math.hpp"
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/core/math.hpp"
-#include "trellis/kernels/fast_exp.hpp"
 
 #include <string>
 
@@ -153,9 +153,9 @@ void flash_attention_forward(ConstMatrix qkv, const FlashAttentionShape& shape, 
                 Kokkos::Max<float>(tile_max));
             const float m_old = m(i);
             const float m_new = tile_max > m_old ? tile_max : m_old;
-            const float correction = fast_exp(m_old - m_new);
+            const float correction = math::fast_exp(m_old - m_new);
             Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, vis), [&](const std::int64_t j) {
-              srow[j] = fast_exp(srow[j] - m_new);
+              srow[j] = math::fast_exp(srow[j] - m_new);
             });
             float tile_sum = 0.0f;
             Kokkos::parallel_reduce(
@@ -301,7 +301,7 @@ void flash_attention_backward(ConstMatrix qkv, ConstMatrix out, ConstMatrix dout
                 const auto cols = static_cast<std::uint64_t>(T);
                 Kokkos::parallel_for(
                     Kokkos::ThreadVectorRange(team, vis), [&](const std::int64_t j) {
-                      const float prob = fast_exp(prow[j] - lse_t);
+                      const float prob = math::fast_exp(prow[j] - lse_t);
                       const float f =
                           dropout_keep(drop, row, static_cast<std::uint64_t>(k0 + j), cols)
                               ? D.keep_scale
@@ -312,7 +312,7 @@ void flash_attention_backward(ConstMatrix qkv, ConstMatrix out, ConstMatrix dout
               } else {
                 Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, vis),
                                      [&](const std::int64_t j) {
-                                       const float prob = fast_exp(prow[j] - lse_t);
+                                       const float prob = math::fast_exp(prow[j] - lse_t);
                                        dsrow[j] = prob * (dsrow[j] - delta_t);
                                        prow[j] = prob;
                                      });
