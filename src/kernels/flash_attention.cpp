@@ -1,5 +1,8 @@
 #include "trellis/kernels/flash_attention.hpp"
 
+#include "flash_attention_impl.hpp"
+#include "host_simd.hpp"
+
 #include "trellis/core/error.hpp"
 #include "trellis/core/fast_math.hpp"
 #include "trellis/core/kernel_label.hpp"
@@ -22,13 +25,7 @@ constexpr int kTileQ = 32, kTileK = 32, kTeamSize = 8, kVectorLength = 32;
 constexpr int kTileQ = 64, kTileK = 64, kTeamSize = 1, kVectorLength = 1;
 #endif
 
-// Index constants of one call, captured by value in the kernels.
-struct Dims {
-  std::int64_t T, H, hd, d, qkv_ld, out_ld;  // out_ld = d: out/dout are [n, d]
-  float scale;                               // 1 / sqrt(hd)
-  float keep_scale;                          // 1 / (1 - p)
-  bool dropout;
-};
+using flash::Dims;
 
 Dims check_dims(const char* who, const ConstMatrix& qkv, const FlashAttentionShape& shape,
                 std::size_t out_rows, std::size_t out_cols, std::size_t per_row_size,
@@ -49,6 +46,7 @@ Dims check_dims(const char* who, const ConstMatrix& qkv, const FlashAttentionSha
                 "per-row buffer n * heads, 0 <= dropout < 1)");
   }
   Dims dims{};
+  dims.sequences = static_cast<std::int64_t>(n / T);
   dims.T = static_cast<std::int64_t>(T);
   dims.H = static_cast<std::int64_t>(H);
   dims.d = static_cast<std::int64_t>(width / 3);
@@ -59,6 +57,69 @@ Dims check_dims(const char* who, const ConstMatrix& qkv, const FlashAttentionSha
   dims.dropout = mask.p > 0.0f;
   dims.keep_scale = 1.0f / (1.0f - mask.p);
   return dims;
+}
+
+// Loops of a team. GPUs: rows over the team's threads, the contiguous index over vector
+// lanes (consecutive addresses: coalesced). Host (team of one): plain unit-stride loops, which
+// GCC vectorises; Kokkos 3.4's host ThreadVectorRange steps by a run-time increment, which
+// defeats the vectoriser ("complicated access pattern").
+template <class F>
+KOKKOS_FORCEINLINE_FUNCTION void team_for(const Team& team, std::int64_t n, const F& f) {
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), f);
+#else
+  (void)team;
+  for (std::int64_t i = 0; i < n; ++i) f(i);
+#endif
+}
+
+template <class F>
+KOKKOS_FORCEINLINE_FUNCTION void vector_for(const Team& team, std::int64_t n, const F& f) {
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
+  Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, n), f);
+#else
+  (void)team;
+  for (std::int64_t i = 0; i < n; ++i) f(i);
+#endif
+}
+
+// max / sum of x[0, n). Host: 8 partial results, so the loop vectorises without reassociating
+// a single running value (which GCC will not do without -ffast-math).
+KOKKOS_INLINE_FUNCTION float vector_max(const Team& team, std::int64_t n, const float* x) {
+  float result = x[0];
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
+  Kokkos::parallel_reduce(
+      Kokkos::ThreadVectorRange(team, n),
+      [&](const std::int64_t j, float& mx) { mx = x[j] > mx ? x[j] : mx; },
+      Kokkos::Max<float>(result));
+#else
+  (void)team;
+  float part[8] = {result, result, result, result, result, result, result, result};
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) part[l] = x[j + l] > part[l] ? x[j + l] : part[l];
+  for (; j < n; ++j) result = x[j] > result ? x[j] : result;
+  for (int l = 0; l < 8; ++l) result = part[l] > result ? part[l] : result;
+#endif
+  return result;
+}
+
+KOKKOS_INLINE_FUNCTION float vector_sum(const Team& team, std::int64_t n, const float* x) {
+  float result = 0.0f;
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
+  Kokkos::parallel_reduce(
+      Kokkos::ThreadVectorRange(team, n), [&](const std::int64_t j, float& sum) { sum += x[j]; },
+      result);
+#else
+  (void)team;
+  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) part[l] += x[j + l];
+  for (; j < n; ++j) result += x[j];
+  for (int l = 0; l < 8; ++l) result += part[l];
+#endif
+  return result;
 }
 
 KOKKOS_INLINE_FUNCTION std::int64_t visible_keys(std::int64_t t, std::int64_t k0, std::int64_t kn) {
@@ -92,7 +153,11 @@ void flash_attention_forward(ConstMatrix qkv, const FlashAttentionShape& shape, 
                              Vector lse, const DropoutMask& mask) {
   const Dims D = check_dims("flash_attention_forward", qkv, shape, out.extent(0), out.extent(1),
                             lse.extent(0), mask);
-  const std::int64_t sequences = static_cast<std::int64_t>(qkv.extent(0)) / D.T;
+  if (kHostMemory && D.hd <= flash::kHostMaxHeadDim) {
+    flash::host_forward(D, qkv.data(), out.data(), lse.data(), mask);
+    return;
+  }
+  const std::int64_t sequences = D.sequences;
   const std::int64_t q_tiles = (D.T + kTileQ - 1) / kTileQ;
   const float* qkv_data = qkv.data();
   float* out_data = out.data();
@@ -113,9 +178,8 @@ void flash_attention_forward(ConstMatrix qkv, const FlashAttentionShape& shape, 
         Scratch s(team.team_scratch(0), kTileQ * kTileK);  // scores, then probabilities
         Scratch acc(team.team_scratch(0), kTileQ * hd);    // unnormalised output rows
         Scratch m(team.team_scratch(0), kTileQ), l(team.team_scratch(0), kTileQ);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, qn), [&](const std::int64_t i) {
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, hd),
-                               [&](const std::int64_t c) { acc(i * hd + c) = 0.0f; });
+        team_for(team, qn, [&](const std::int64_t i) {
+          vector_for(team, hd, [&](const std::int64_t c) { acc(i * hd + c) = 0.0f; });
           Kokkos::single(Kokkos::PerThread(team), [&]() {
             m(i) = -3.0e38f;  // exp(m_old - m_new) is then 0 at the first tile
             l(i) = 0.0f;
@@ -126,57 +190,44 @@ void flash_attention_forward(ConstMatrix qkv, const FlashAttentionShape& shape, 
           const std::int64_t k0 = tile * kTileK;
           const std::int64_t kn = D.T - k0 < kTileK ? D.T - k0 : kTileK;
           team.team_barrier();  // the previous tile's K^T is no longer read
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kn), [&](const std::int64_t j) {
+          team_for(team, kn, [&](const std::int64_t j) {
             const float* k_row = k_rows + (k0 + j) * D.qkv_ld;
-            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, hd),
-                                 [&](const std::int64_t c) { kt(c * kTileK + j) = k_row[c]; });
+            vector_for(team, hd, [&](const std::int64_t c) { kt(c * kTileK + j) = k_row[c]; });
           });
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, qn), [&](const std::int64_t i) {
+          team_for(team, qn, [&](const std::int64_t i) {
             const std::int64_t t = q0 + i;
             const std::int64_t vis = visible_keys(t, k0, kn);
             if (vis == 0) return;
             float* srow = &s(i * kTileK);
             const float* q_row = q_rows + t * D.qkv_ld;
-            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, vis),
-                                 [&](const std::int64_t j) { srow[j] = 0.0f; });
+            vector_for(team, vis, [&](const std::int64_t j) { srow[j] = 0.0f; });
             for (std::int64_t c = 0; c < hd; ++c) {
               const float qc = q_row[c] * D.scale;
               const float* kt_row = &kt(c * kTileK);
-              Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, vis),
-                                   [&](const std::int64_t j) { srow[j] += qc * kt_row[j]; });
+              vector_for(team, vis, [&](const std::int64_t j) { srow[j] += qc * kt_row[j]; });
             }
-            float tile_max = 0.0f;
-            Kokkos::parallel_reduce(
-                Kokkos::ThreadVectorRange(team, vis),
-                [&](const std::int64_t j, float& mx) { mx = srow[j] > mx ? srow[j] : mx; },
-                Kokkos::Max<float>(tile_max));
+            const float tile_max = vector_max(team, vis, srow);
             const float m_old = m(i);
             const float m_new = tile_max > m_old ? tile_max : m_old;
             const float correction = math::fast_exp(m_old - m_new);
-            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, vis), [&](const std::int64_t j) {
-              srow[j] = math::fast_exp(srow[j] - m_new);
-            });
-            float tile_sum = 0.0f;
-            Kokkos::parallel_reduce(
-                Kokkos::ThreadVectorRange(team, vis),
-                [&](const std::int64_t j, float& sum) { sum += srow[j]; }, tile_sum);
+            vector_for(team, vis,
+                       [&](const std::int64_t j) { srow[j] = math::fast_exp(srow[j] - m_new); });
+            const float tile_sum = vector_sum(team, vis, srow);
             if (D.dropout) {
               const auto row = static_cast<std::uint64_t>(bh * D.T + t);
               const auto cols = static_cast<std::uint64_t>(D.T);
-              Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, vis), [&](const std::int64_t j) {
+              vector_for(team, vis, [&](const std::int64_t j) {
                 const bool keep = dropout_keep(drop, row, static_cast<std::uint64_t>(k0 + j), cols);
                 srow[j] = keep ? srow[j] * D.keep_scale : 0.0f;
               });
             }
             float* acc_row = &acc(i * hd);
-            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, hd),
-                                 [&](const std::int64_t c) { acc_row[c] *= correction; });
+            vector_for(team, hd, [&](const std::int64_t c) { acc_row[c] *= correction; });
             for (std::int64_t j = 0; j < vis; ++j) {
               const float p = srow[j];
               const float* v_row = v_rows + (k0 + j) * D.qkv_ld;
-              Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, hd),
-                                   [&](const std::int64_t c) { acc_row[c] += p * v_row[c]; });
+              vector_for(team, hd, [&](const std::int64_t c) { acc_row[c] += p * v_row[c]; });
             }
             Kokkos::single(Kokkos::PerThread(team), [&]() {
               l(i) = l(i) * correction + tile_sum;
@@ -185,12 +236,11 @@ void flash_attention_forward(ConstMatrix qkv, const FlashAttentionShape& shape, 
           });
         }
         team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, qn), [&](const std::int64_t i) {
+        team_for(team, qn, [&](const std::int64_t i) {
           const std::int64_t t = q0 + i;
           const float inv = 1.0f / l(i);
           float* out_row = out_data + (b * D.T + t) * D.out_ld + h * hd;
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, hd),
-                               [&](const std::int64_t c) { out_row[c] = acc(i * hd + c) * inv; });
+          vector_for(team, hd, [&](const std::int64_t c) { out_row[c] = acc(i * hd + c) * inv; });
           Kokkos::single(Kokkos::PerThread(team),
                          [&]() { lse_data[bh * D.T + t] = m(i) + math::log(l(i)); });
         });
@@ -207,8 +257,13 @@ void flash_attention_backward(ConstMatrix qkv, ConstMatrix out, ConstMatrix dout
   TRELLIS_REQUIRE(delta.extent(0) == lse.extent(0), "flash_attention_backward: delta " +
                                                         extents_string(delta) + " and lse " +
                                                         extents_string(lse) + " differ");
+  if (kHostMemory && D.hd <= flash::kHostMaxHeadDim) {
+    flash::host_backward(D, qkv.data(), out.data(), dout.data(), lse.data(), delta.data(),
+                         dqkv.data(), mask);
+    return;
+  }
   const std::int64_t rows = static_cast<std::int64_t>(qkv.extent(0));
-  const std::int64_t sequences = rows / D.T;
+  const std::int64_t sequences = D.sequences;
   const float* qkv_data = qkv.data();
   const float* out_data = out.data();
   const float* dout_data = dout.data();
@@ -252,17 +307,16 @@ void flash_attention_backward(ConstMatrix qkv, ConstMatrix out, ConstMatrix dout
         Scratch ds(team.team_scratch(0), kTileQ * kTileK);  // dP, then dS (unscaled)
         Scratch dk(team.team_scratch(0), kTileK * hd);      // the key tile's dk, dv rows
         Scratch dv(team.team_scratch(0), kTileK * hd);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T), [&](const std::int64_t t) {
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, hd),
-                               [&](const std::int64_t c) { dq_rows[t * D.qkv_ld + c] = 0.0f; });
+        team_for(team, T, [&](const std::int64_t t) {
+          vector_for(team, hd, [&](const std::int64_t c) { dq_rows[t * D.qkv_ld + c] = 0.0f; });
         });
         for (std::int64_t k0 = 0; k0 < T; k0 += kTileK) {
           const std::int64_t kn = T - k0 < kTileK ? T - k0 : kTileK;
           team.team_barrier();  // dq zeroed / the previous tile's scratch written out
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kn), [&](const std::int64_t j) {
+          team_for(team, kn, [&](const std::int64_t j) {
             const float* k_row = k_rows + (k0 + j) * D.qkv_ld;
             const float* v_row = v_rows + (k0 + j) * D.qkv_ld;
-            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, hd), [&](const std::int64_t c) {
+            vector_for(team, hd, [&](const std::int64_t c) {
               kt(c * kTileK + j) = k_row[c];
               vt(c * kTileK + j) = v_row[c];
               dk(j * hd + c) = 0.0f;
@@ -273,12 +327,12 @@ void flash_attention_backward(ConstMatrix qkv, ConstMatrix out, ConstMatrix dout
           for (std::int64_t q0 = k0 / kTileQ * kTileQ; q0 < T; q0 += kTileQ) {
             const std::int64_t qn = T - q0 < kTileQ ? T - q0 : kTileQ;
             team.team_barrier();
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, qn), [&](const std::int64_t i) {
+            team_for(team, qn, [&](const std::int64_t i) {
               const std::int64_t t = q0 + i;
               const std::int64_t vis = visible_keys(t, k0, kn);
               float* prow = &p(i * kTileK);
               float* dsrow = &ds(i * kTileK);
-              Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, kn), [&](const std::int64_t j) {
+              vector_for(team, kn, [&](const std::int64_t j) {
                 prow[j] = 0.0f;
                 dsrow[j] = 0.0f;
               });
@@ -289,45 +343,40 @@ void flash_attention_backward(ConstMatrix qkv, ConstMatrix out, ConstMatrix dout
                 const float qc = q_row[c] * D.scale, gc = dout_row[c];
                 const float* kt_row = &kt(c * kTileK);
                 const float* vt_row = &vt(c * kTileK);
-                Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, vis),
-                                     [&](const std::int64_t j) {
-                                       prow[j] += qc * kt_row[j];   // s
-                                       dsrow[j] += gc * vt_row[j];  // dP (of the dropped P)
-                                     });
+                vector_for(team, vis, [&](const std::int64_t j) {
+                  prow[j] += qc * kt_row[j];   // s
+                  dsrow[j] += gc * vt_row[j];  // dP (of the dropped P)
+                });
               }
               const float lse_t = lse_bh[t], delta_t = delta_bh[t];
               if (D.dropout) {
                 const auto row = static_cast<std::uint64_t>(bh * T + t);
                 const auto cols = static_cast<std::uint64_t>(T);
-                Kokkos::parallel_for(
-                    Kokkos::ThreadVectorRange(team, vis), [&](const std::int64_t j) {
-                      const float prob = math::fast_exp(prow[j] - lse_t);
-                      const float f =
-                          dropout_keep(drop, row, static_cast<std::uint64_t>(k0 + j), cols)
-                              ? D.keep_scale
-                              : 0.0f;
-                      dsrow[j] = prob * (dsrow[j] * f - delta_t);
-                      prow[j] = prob * f;
-                    });
+                vector_for(team, vis, [&](const std::int64_t j) {
+                  const float prob = math::fast_exp(prow[j] - lse_t);
+                  const float f = dropout_keep(drop, row, static_cast<std::uint64_t>(k0 + j), cols)
+                                      ? D.keep_scale
+                                      : 0.0f;
+                  dsrow[j] = prob * (dsrow[j] * f - delta_t);
+                  prow[j] = prob * f;
+                });
               } else {
-                Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, vis),
-                                     [&](const std::int64_t j) {
-                                       const float prob = math::fast_exp(prow[j] - lse_t);
-                                       dsrow[j] = prob * (dsrow[j] - delta_t);
-                                       prow[j] = prob;
-                                     });
+                vector_for(team, vis, [&](const std::int64_t j) {
+                  const float prob = math::fast_exp(prow[j] - lse_t);
+                  dsrow[j] = prob * (dsrow[j] - delta_t);
+                  prow[j] = prob;
+                });
               }
               float* dq_row = dq_rows + t * D.qkv_ld;  // dq_t += scale sum_j dS_tj k_j
               for (std::int64_t j = 0; j < vis; ++j) {
                 const float g = dsrow[j] * D.scale;
                 const float* k_row = k_rows + (k0 + j) * D.qkv_ld;
-                Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, hd),
-                                     [&](const std::int64_t c) { dq_row[c] += g * k_row[c]; });
+                vector_for(team, hd, [&](const std::int64_t c) { dq_row[c] += g * k_row[c]; });
               }
             });
             team.team_barrier();
             // dv_j += sum_i P_ij dout_i, dk_j += scale sum_i dS_ij q_i (rows i >= key j only).
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kn), [&](const std::int64_t j) {
+            team_for(team, kn, [&](const std::int64_t j) {
               const std::int64_t first = k0 + j - q0 > 0 ? k0 + j - q0 : 0;
               float* dk_row = &dk(j * hd);
               float* dv_row = &dv(j * hd);
@@ -335,19 +384,18 @@ void flash_attention_backward(ConstMatrix qkv, ConstMatrix out, ConstMatrix dout
                 const float pij = p(i * kTileK + j), g = ds(i * kTileK + j) * D.scale;
                 const float* q_row = q_rows + (q0 + i) * D.qkv_ld;
                 const float* dout_row = dout_rows + (q0 + i) * D.out_ld;
-                Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, hd),
-                                     [&](const std::int64_t c) {
-                                       dv_row[c] += pij * dout_row[c];
-                                       dk_row[c] += g * q_row[c];
-                                     });
+                vector_for(team, hd, [&](const std::int64_t c) {
+                  dv_row[c] += pij * dout_row[c];
+                  dk_row[c] += g * q_row[c];
+                });
               }
             });
           }
           team.team_barrier();
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kn), [&](const std::int64_t j) {
+          team_for(team, kn, [&](const std::int64_t j) {
             float* dk_out = dk_rows + (k0 + j) * D.qkv_ld;
             float* dv_out = dv_rows + (k0 + j) * D.qkv_ld;
-            Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, hd), [&](const std::int64_t c) {
+            vector_for(team, hd, [&](const std::int64_t c) {
               dk_out[c] = dk(j * hd + c);
               dv_out[c] = dv(j * hd + c);
             });

@@ -178,6 +178,9 @@ TEST_CASE("flash attention matches the materialised softmax attention", "[flash]
   SECTION("dropout, T a multiple of no tile") { check_case({2, 3, tile + 6, 8, 0.2f}); }
   SECTION("dropout, T smaller than a tile, hd 32") { check_case({3, 2, 5, 32, 0.5f}); }
   SECTION("dropout, hd 64, two tiles") { check_case({1, 2, 2 * tile, 64, 0.1f}); }
+  // Above the host bodies' largest head dimension the team kernels run (on the host too).
+  SECTION("hd 160: the team kernels") { check_case({2, 2, tile + 9, 160, 0.0f}); }
+  SECTION("hd 160 with dropout: the team kernels") { check_case({1, 2, 2 * tile + 3, 160, 0.3f}); }
 }
 
 TEST_CASE("flash attention rejects shapes that do not fit", "[flash][attention]") {
