@@ -1,10 +1,11 @@
 // Host bodies of the flash attention kernels (algorithm, layouts and tile choice in
-// kernels/flash_attention.hpp). Each work item is a plain loop nest over raw pointers whose
-// innermost loops run over a whole tile row of kHostTile keys (scores, probabilities) or over
-// hd (axpys into an accumulator row), with compile-time trip counts for hd = 32 and 64 so GCC
-// keeps a tile row or an accumulator row in vector registers; TRELLIS_HOST_CLONES compiles
-// them for AVX-512 / AVX2 / baseline. Reductions (row max, row sum) go through 16 explicit
-// lanes so they vectorise without -ffast-math. Tiles live on the stack (no allocation).
+// kernels/flash_attention.hpp). The tile products (S = q k^T, acc += P v; in the backward
+// S, dP = dout v^T, dq += dS k, dk += dS^T q, dv += P^T dout) are sgemm calls on the strided
+// q/k/v/dout rows themselves (leading dimension 3d or d: no tile copies); the per-row work
+// between them (mask, max, exp, sums, dropout, rescale) is a loop over a whole tile row of
+// kHostTile columns, compiled in AVX-512 / AVX2 / baseline clones (TRELLIS_HOST_CLONES), with
+// reductions in 16 explicit lanes so they vectorise without -ffast-math. Tiles live on the
+// stack (no allocation). Work items run one after another: Trellis runs one rank per core.
 #include "flash_attention_impl.hpp"
 #include "host_simd.hpp"
 
@@ -12,7 +13,18 @@
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/core/math.hpp"
 
-#include <Kokkos_Core.hpp>
+#include "trellis/core/error.hpp"
+
+#if TRELLIS_HAVE_ONEDNN
+#include <dnnl.h>
+#endif
+
+#include <string>
+
+// The Fortran BLAS entry point (as in gemm.cpp), for builds without oneDNN.
+extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
+                       const int* k, const float* alpha, const float* a, const int* lda,
+                       const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
 
 namespace trellis::kernels::flash {
 
@@ -21,7 +33,6 @@ namespace {
 constexpr std::int64_t B = kHostTile;
 constexpr std::int64_t kMaxHd = kHostMaxHeadDim;
 constexpr float kMinusHuge = -3.0e38f;  // initial running max: exp(m_old - m_new) is then ~0
-using HostRange = Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>;
 
 #if defined(__GNUC__)
 #define TRELLIS_ALWAYS_INLINE inline __attribute__((always_inline))
@@ -35,25 +46,27 @@ inline std::int64_t visible_keys(std::int64_t t, std::int64_t k0, std::int64_t k
   return v < 0 ? 0 : (v > kn ? kn : v);
 }
 
-// dst [hd][B] = rows k0 .. k0 + kn - 1 of src (row stride ld) transposed, zero past kn, so
-// the score loops always run over B columns.
-TRELLIS_ALWAYS_INLINE void load_transposed(const float* __restrict src, std::int64_t ld,
-                                           std::int64_t kn, std::int64_t hd,
-                                           float* __restrict dst) {
-  for (std::int64_t j = 0; j < kn; ++j)
-    for (std::int64_t c = 0; c < hd; ++c) dst[c * B + j] = src[j * ld + c];
-  for (std::int64_t c = 0; c < hd; ++c)
-    for (std::int64_t j = kn; j < B; ++j) dst[c * B + j] = 0.0f;
-}
-
-// s[0:B] = scale * q . K^T[:, 0:B]: B accumulators (4 AVX-512 registers), hd rank-1 updates.
-TRELLIS_ALWAYS_INLINE void score_row(const float* __restrict q, const float* __restrict kt,
-                                     std::int64_t hd, float scale, float* __restrict s) {
-  for (std::int64_t j = 0; j < B; ++j) s[j] = 0.0f;
-  for (std::int64_t c = 0; c < hd; ++c) {
-    const float qc = q[c] * scale;
-    for (std::int64_t j = 0; j < B; ++j) s[j] += qc * kt[c * B + j];
+// Row-major C = alpha op(A) op(B) + beta C on strided operands (the q/k/v column blocks have
+// row stride 3d), so no tile is copied: oneDNN's sgemm (JIT for the host's ISA) or the BLAS.
+void tile_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+               float beta, float* c, std::int64_t ldc) {
+#if TRELLIS_HAVE_ONEDNN
+  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
+                                          a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success) {
+    throw Error("flash attention: dnnl_sgemm failed with status " +
+                std::to_string(static_cast<int>(status)) + " for m = " + std::to_string(m) +
+                ", n = " + std::to_string(n) + ", k = " + std::to_string(k));
   }
+#else
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+  const char op_a = trans_a ? 'T' : 'N', op_b = trans_b ? 'T' : 'N';
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  const int lda_i = static_cast<int>(lda), ldb_i = static_cast<int>(ldb),
+            ldc_i = static_cast<int>(ldc);
+  sgemm_(&op_b, &op_a, &ni, &mi, &ki, &alpha, b, &ldb_i, a, &lda_i, &beta, c, &ldc_i);
+#endif
 }
 
 TRELLIS_ALWAYS_INLINE float masked_max(const float* __restrict s, std::int64_t vis) {
@@ -70,20 +83,83 @@ TRELLIS_ALWAYS_INLINE float masked_max(const float* __restrict s, std::int64_t v
   return mx;
 }
 
+// Online-softmax step of a forward tile: scores s [qn][B] (columns past kn: not written by the
+// sgemm, never read) become the (dropped) probabilities exp(s - m_new) (0 above the diagonal and
+// past kn), the running max m and sum l are updated, and the accumulator rows acc [qn][hd] rescaled
+// by exp(m_old - m_new).
+TRELLIS_HOST_CLONES
+void online_softmax_tile(const Dims& D, const DropoutMask& mask, std::int64_t bh, std::int64_t q0,
+                         std::int64_t qn, std::int64_t k0, std::int64_t kn, float* __restrict s,
+                         float* __restrict m, float* __restrict l, float* __restrict acc) {
+  const std::int64_t hd = D.hd;
+  for (std::int64_t i = 0; i < qn; ++i) {
+    const std::int64_t t = q0 + i, vis = visible_keys(t, k0, kn);
+    float* __restrict srow = s + i * B;
+    const float tile_max = masked_max(srow, vis);
+    const float m_new = m[i] > tile_max ? m[i] : tile_max;
+    const float correction = math::fast_exp(m[i] - m_new);
+    for (std::int64_t j = 0; j < kn; ++j)
+      srow[j] = j < vis ? math::fast_exp(srow[j] - m_new) : 0.0f;
+    l[i] = l[i] * correction + lane_sum(kn, [&](std::int64_t j) { return srow[j]; });
+    m[i] = m_new;
+    if (D.dropout) {
+      const auto row = static_cast<std::uint64_t>(bh * D.T + t);
+      for (std::int64_t j = 0; j < vis; ++j) {
+        const bool keep = dropout_keep(mask, row, static_cast<std::uint64_t>(k0 + j),
+                                       static_cast<std::uint64_t>(D.T));
+        srow[j] = keep ? srow[j] * D.keep_scale : 0.0f;
+      }
+    }
+    float* __restrict acc_row = acc + i * hd;
+    for (std::int64_t c = 0; c < hd; ++c) acc_row[c] *= correction;
+  }
+}
+
+// Backward tile: p [qn][B] holds the scaled scores, ds [qn][B] dP = dout v^T; they become
+// P' = P f and dS = P (dP f - D) (f = keep / (1 - p), or 1), 0 above the diagonal;
+// columns past kn are neither read nor written.
+TRELLIS_HOST_CLONES
+void probabilities_tile(const Dims& D, const DropoutMask& mask, std::int64_t bh, std::int64_t q0,
+                        std::int64_t qn, std::int64_t k0, std::int64_t kn,
+                        const float* __restrict lse_bh, const float* __restrict delta_bh,
+                        float* __restrict p, float* __restrict ds) {
+  for (std::int64_t i = 0; i < qn; ++i) {
+    const std::int64_t t = q0 + i, vis = visible_keys(t, k0, kn);
+    float* __restrict prow = p + i * B;
+    float* __restrict dsrow = ds + i * B;
+    const float lse_t = lse_bh[t], delta_t = delta_bh[t];
+    if (!D.dropout) {
+      for (std::int64_t j = 0; j < kn; ++j) {
+        const float prob = j < vis ? math::fast_exp(prow[j] - lse_t) : 0.0f;
+        dsrow[j] = prob * (dsrow[j] - delta_t);
+        prow[j] = prob;
+      }
+      continue;
+    }
+    const auto row = static_cast<std::uint64_t>(bh * D.T + t);
+    for (std::int64_t j = 0; j < kn; ++j) {
+      const float prob = j < vis ? math::fast_exp(prow[j] - lse_t) : 0.0f;
+      const float f = j < vis && dropout_keep(mask, row, static_cast<std::uint64_t>(k0 + j),
+                                              static_cast<std::uint64_t>(D.T))
+                          ? D.keep_scale
+                          : 0.0f;
+      dsrow[j] = prob * (dsrow[j] * f - delta_t);
+      prow[j] = prob * f;
+    }
+  }
+}
+
 // Forward of one (sequence b, head h, query tile q0) work item.
-template <int HD>
-TRELLIS_ALWAYS_INLINE void forward_item(const Dims& D, const float* __restrict qkv,
-                                        float* __restrict out, float* __restrict lse,
-                                        const DropoutMask& mask, std::int64_t bh, std::int64_t q0) {
-  const std::int64_t hd = HD > 0 ? HD : D.hd, T = D.T, ld = D.qkv_ld;
+void forward_item(const Dims& D, const float* qkv, float* out, float* lse, const DropoutMask& mask,
+                  std::int64_t bh, std::int64_t q0) {
+  const std::int64_t hd = D.hd, T = D.T, ld = D.qkv_ld;
   const std::int64_t b = bh / D.H, h = bh % D.H;
   const std::int64_t qn = T - q0 < B ? T - q0 : B;
   const float* q_rows = qkv + b * T * ld + h * hd;  // row t: + t * ld
   const float* k_rows = q_rows + D.d;
   const float* v_rows = q_rows + 2 * D.d;
-  alignas(64) float kt[kMaxHd * B];   // K^T of the key tile [hd][B]
+  alignas(64) float s[B * B];         // scores, then probabilities [qn][B]
   alignas(64) float acc[B * kMaxHd];  // unnormalised output rows [qn][hd]
-  alignas(64) float s[B];             // one row's scores, then probabilities
   float m[B], l[B];                   // running max and sum of exp(s - m) per row
   for (std::int64_t i = 0; i < qn * hd; ++i) acc[i] = 0.0f;
   for (std::int64_t i = 0; i < qn; ++i) {
@@ -93,38 +169,15 @@ TRELLIS_ALWAYS_INLINE void forward_item(const Dims& D, const float* __restrict q
   const std::int64_t last_tile = (q0 + qn - 1) / B;  // tiles above the diagonal: skipped
   for (std::int64_t k0 = 0; k0 <= last_tile * B; k0 += B) {
     const std::int64_t kn = T - k0 < B ? T - k0 : B;
-    load_transposed(k_rows + k0 * ld, ld, kn, hd, kt);
-    for (std::int64_t i = 0; i < qn; ++i) {
-      const std::int64_t t = q0 + i, vis = visible_keys(t, k0, kn);
-      if (vis == 0) continue;
-      score_row(q_rows + t * ld, kt, hd, D.scale, s);
-      const float tile_max = masked_max(s, vis);
-      const float m_new = m[i] > tile_max ? m[i] : tile_max;
-      const float correction = math::fast_exp(m[i] - m_new);
-      for (std::int64_t j = 0; j < B; ++j) s[j] = j < vis ? math::fast_exp(s[j] - m_new) : 0.0f;
-      l[i] = l[i] * correction + lane_sum(B, [&](std::int64_t j) { return s[j]; });
-      m[i] = m_new;
-      if (D.dropout) {
-        const auto row = static_cast<std::uint64_t>(bh * T + t);
-        for (std::int64_t j = 0; j < vis; ++j) {
-          const bool keep = dropout_keep(mask, row, static_cast<std::uint64_t>(k0 + j),
-                                         static_cast<std::uint64_t>(T));
-          s[j] = keep ? s[j] * D.keep_scale : 0.0f;
-        }
-      }
-      float* __restrict acc_row = acc + i * hd;
-      for (std::int64_t c = 0; c < hd; ++c) acc_row[c] *= correction;
-      for (std::int64_t j = 0; j < vis; ++j) {
-        const float p = s[j];
-        const float* __restrict v_row = v_rows + (k0 + j) * ld;
-        for (std::int64_t c = 0; c < hd; ++c) acc_row[c] += p * v_row[c];
-      }
-    }
+    tile_gemm(false, true, qn, kn, hd, D.scale, q_rows + q0 * ld, ld, k_rows + k0 * ld, ld, 0.0f, s,
+              B);  // s = q k^T / sqrt(hd)
+    online_softmax_tile(D, mask, bh, q0, qn, k0, kn, s, m, l, acc);
+    tile_gemm(false, false, qn, hd, kn, 1.0f, s, B, v_rows + k0 * ld, ld, 1.0f, acc, hd);
   }
   for (std::int64_t i = 0; i < qn; ++i) {
     const std::int64_t t = q0 + i;
     const float inv = 1.0f / l[i];
-    float* __restrict out_row = out + (b * T + t) * D.out_ld + h * hd;
+    float* out_row = out + (b * T + t) * D.out_ld + h * hd;
     for (std::int64_t c = 0; c < hd; ++c) out_row[c] = acc[i * hd + c] * inv;
     lse[bh * T + t] = m[i] + math::log(l[i]);
   }
@@ -132,13 +185,10 @@ TRELLIS_ALWAYS_INLINE void forward_item(const Dims& D, const float* __restrict q
 
 // Backward of one (sequence b, head h): key tiles outer, so the tile's dk/dv rows accumulate
 // on the stack and are written once; dq rows of this (b, h) belong to this item alone.
-template <int HD>
-TRELLIS_ALWAYS_INLINE void backward_item(const Dims& D, const float* __restrict qkv,
-                                         const float* __restrict out, const float* __restrict dout,
-                                         const float* __restrict lse, float* __restrict delta,
-                                         float* __restrict dqkv, const DropoutMask& mask,
-                                         std::int64_t bh) {
-  const std::int64_t hd = HD > 0 ? HD : D.hd, T = D.T, ld = D.qkv_ld, old = D.out_ld;
+void backward_item(const Dims& D, const float* qkv, const float* out, const float* dout,
+                   const float* lse, float* delta, float* dqkv, const DropoutMask& mask,
+                   std::int64_t bh) {
+  const std::int64_t hd = D.hd, T = D.T, ld = D.qkv_ld, old = D.out_ld;
   const std::int64_t b = bh / D.H, h = bh % D.H;
   const std::int64_t head_col = b * T * ld + h * hd;
   const float* q_rows = qkv + head_col;
@@ -151,71 +201,30 @@ TRELLIS_ALWAYS_INLINE void backward_item(const Dims& D, const float* __restrict 
   const float* out_rows = out + b * T * old + h * hd;
   const float* lse_bh = lse + bh * T;
   float* delta_bh = delta + bh * T;
-  alignas(64) float kt[kMaxHd * B], vt[kMaxHd * B];  // K^T, V^T of the key tile [hd][B]
-  alignas(64) float p[B * B], ds[B * B];  // (dropped) probabilities, dS (unscaled) [qn][B]
+  alignas(64) float p[B * B], ds[B * B];             // scores -> P', dP -> dS [qn][B]
   alignas(64) float dk[B * kMaxHd], dv[B * kMaxHd];  // the key tile's gradients [kn][hd]
   for (std::int64_t t = 0; t < T; ++t) {             // D_t = dout_t . out_t; dq_t = 0
-    const float* __restrict o = out_rows + t * old;
-    const float* __restrict g = dout_rows + t * old;
-    float dot = 0.0f;  // T * hd per item: not worth lanes
-    for (std::int64_t c = 0; c < hd; ++c) dot += o[c] * g[c];
+    float dot = 0.0f;                                // T * hd per item: not worth lanes
+    for (std::int64_t c = 0; c < hd; ++c) dot += out_rows[t * old + c] * dout_rows[t * old + c];
     delta_bh[t] = dot;
     for (std::int64_t c = 0; c < hd; ++c) dq_rows[t * ld + c] = 0.0f;
   }
   for (std::int64_t k0 = 0; k0 < T; k0 += B) {
     const std::int64_t kn = T - k0 < B ? T - k0 : B;
-    load_transposed(k_rows + k0 * ld, ld, kn, hd, kt);
-    load_transposed(v_rows + k0 * ld, ld, kn, hd, vt);
-    for (std::int64_t j = 0; j < kn; ++j)
-      for (std::int64_t c = 0; c < hd; ++c) dk[j * hd + c] = dv[j * hd + c] = 0.0f;
+    for (std::int64_t i = 0; i < B * kMaxHd; ++i) dk[i] = dv[i] = 0.0f;
+    const float* k_tile = k_rows + k0 * ld;
+    const float* v_tile = v_rows + k0 * ld;
     for (std::int64_t q0 = k0; q0 < T; q0 += B) {  // query tiles at and below the diagonal
       const std::int64_t qn = T - q0 < B ? T - q0 : B;
-      for (std::int64_t i = 0; i < qn; ++i) {
-        const std::int64_t t = q0 + i, vis = visible_keys(t, k0, kn);
-        float* __restrict prow = p + i * B;
-        float* __restrict dsrow = ds + i * B;
-        alignas(64) float dp[B];
-        score_row(q_rows + t * ld, kt, hd, D.scale, prow);  // s
-        score_row(dout_rows + t * old, vt, hd, 1.0f, dp);   // dP = dout_t . v_j
-        const float lse_t = lse_bh[t], delta_t = delta_bh[t];
-        for (std::int64_t j = 0; j < B; ++j) {
-          const float prob = j < vis ? math::fast_exp(prow[j] - lse_t) : 0.0f;
-          dsrow[j] = prob * (dp[j] - delta_t);
-          prow[j] = prob;
-        }
-        if (D.dropout) {  // P' = P f, dS = P (dP f - D) with f = keep / (1 - p)
-          const auto row = static_cast<std::uint64_t>(bh * T + t);
-          for (std::int64_t j = 0; j < vis; ++j) {
-            const float f = dropout_keep(mask, row, static_cast<std::uint64_t>(k0 + j),
-                                         static_cast<std::uint64_t>(T))
-                                ? D.keep_scale
-                                : 0.0f;
-            dsrow[j] = prow[j] * (dp[j] * f - delta_t);
-            prow[j] *= f;
-          }
-        }
-        float* __restrict dq_row = dq_rows + t * ld;  // dq_t += scale sum_j dS_tj k_j
-        for (std::int64_t j = 0; j < vis; ++j) {
-          const float g = dsrow[j] * D.scale;
-          const float* __restrict k_row = k_rows + (k0 + j) * ld;
-          for (std::int64_t c = 0; c < hd; ++c) dq_row[c] += g * k_row[c];
-        }
-      }
-      // dv_j += sum_i P_ij dout_i, dk_j += scale sum_i dS_ij q_i (rows i >= key j only).
-      for (std::int64_t j = 0; j < kn; ++j) {
-        const std::int64_t first = k0 + j - q0 > 0 ? k0 + j - q0 : 0;
-        float* __restrict dk_row = dk + j * hd;
-        float* __restrict dv_row = dv + j * hd;
-        for (std::int64_t i = first; i < qn; ++i) {
-          const float pij = p[i * B + j], g = ds[i * B + j] * D.scale;
-          const float* __restrict q_row = q_rows + (q0 + i) * ld;
-          const float* __restrict g_row = dout_rows + (q0 + i) * old;
-          for (std::int64_t c = 0; c < hd; ++c) {
-            dv_row[c] += pij * g_row[c];
-            dk_row[c] += g * q_row[c];
-          }
-        }
-      }
+      const float* q_tile = q_rows + q0 * ld;
+      const float* dout_tile = dout_rows + q0 * old;
+      tile_gemm(false, true, qn, kn, hd, D.scale, q_tile, ld, k_tile, ld, 0.0f, p, B);    // s
+      tile_gemm(false, true, qn, kn, hd, 1.0f, dout_tile, old, v_tile, ld, 0.0f, ds, B);  // dP
+      probabilities_tile(D, mask, bh, q0, qn, k0, kn, lse_bh, delta_bh, p, ds);
+      // dq += scale dS k;  dk += scale dS^T q;  dv += P'^T dout.
+      tile_gemm(false, false, qn, hd, kn, D.scale, ds, B, k_tile, ld, 1.0f, dq_rows + q0 * ld, ld);
+      tile_gemm(true, false, kn, hd, qn, D.scale, ds, B, q_tile, ld, 1.0f, dk, hd);
+      tile_gemm(true, false, kn, hd, qn, 1.0f, p, B, dout_tile, old, 1.0f, dv, hd);
     }
     for (std::int64_t j = 0; j < kn; ++j)
       for (std::int64_t c = 0; c < hd; ++c) {
@@ -225,41 +234,20 @@ TRELLIS_ALWAYS_INLINE void backward_item(const Dims& D, const float* __restrict 
   }
 }
 
-// One clone set per head-dimension specialisation (target_clones on plain functions only).
-#define TRELLIS_FLASH_HOST_ITEMS(HD)                                                               \
-  TRELLIS_HOST_CLONES void forward_item_##HD(const Dims& D, const float* qkv, float* out,          \
-                                             float* lse, const DropoutMask& mask, std::int64_t bh, \
-                                             std::int64_t q0) {                                    \
-    forward_item<HD>(D, qkv, out, lse, mask, bh, q0);                                              \
-  }                                                                                                \
-  TRELLIS_HOST_CLONES void backward_item_##HD(                                                     \
-      const Dims& D, const float* qkv, const float* out, const float* dout, const float* lse,      \
-      float* delta, float* dqkv, const DropoutMask& mask, std::int64_t bh) {                       \
-    backward_item<HD>(D, qkv, out, dout, lse, delta, dqkv, mask, bh);                              \
-  }
-TRELLIS_FLASH_HOST_ITEMS(32)
-TRELLIS_FLASH_HOST_ITEMS(64)
-TRELLIS_FLASH_HOST_ITEMS(0)
-#undef TRELLIS_FLASH_HOST_ITEMS
-
 }  // namespace
 
 void host_forward(const Dims& D, const float* qkv, float* out, float* lse,
                   const DropoutMask& mask) {
   const std::int64_t q_tiles = (D.T + B - 1) / B;
-  auto* item = D.hd == 32 ? forward_item_32 : D.hd == 64 ? forward_item_64 : forward_item_0;
-  Kokkos::parallel_for(TRELLIS_KERNEL_LABEL("trellis::attn::flash_fwd_host"),
-                       HostRange(0, D.sequences * D.H * q_tiles), [=](const std::int64_t u) {
-                         item(D, qkv, out, lse, mask, u / q_tiles, (u % q_tiles) * B);
-                       });
+  for (std::int64_t bh = 0; bh < D.sequences * D.H; ++bh)
+    for (std::int64_t tile = 0; tile < q_tiles; ++tile)
+      forward_item(D, qkv, out, lse, mask, bh, tile * B);
 }
 
 void host_backward(const Dims& D, const float* qkv, const float* out, const float* dout,
                    const float* lse, float* delta, float* dqkv, const DropoutMask& mask) {
-  auto* item = D.hd == 32 ? backward_item_32 : D.hd == 64 ? backward_item_64 : backward_item_0;
-  Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::attn::flash_bwd_host"), HostRange(0, D.sequences * D.H),
-      [=](const std::int64_t bh) { item(D, qkv, out, dout, lse, delta, dqkv, mask, bh); });
+  for (std::int64_t bh = 0; bh < D.sequences * D.H; ++bh)
+    backward_item(D, qkv, out, dout, lse, delta, dqkv, mask, bh);
 }
 
 }  // namespace trellis::kernels::flash
