@@ -12,18 +12,18 @@
 //   dqkv  [n, 3d]  gradient of qkv (dq, dk, dv in the q/k/v column blocks)
 // Memory: O(n H) beyond the inputs and outputs, instead of the O(n H T) probabilities.
 //
-// Forward: one team per (sequence, head, query tile of kTileQ rows). It walks the key tiles
-// from 0 to the diagonal (tiles entirely above it are skipped) keeping per row the running max
-// m, the running sum l of exp(s - m) and the unnormalised output acc; each new tile rescales
-// l and acc by exp(m_old - m_new) (online softmax); at the end out = acc / l and
-// lse = m + log l.
+// Forward: one work item (a team on devices) per (sequence, head, query tile). It walks the key
+// tiles from 0 to the diagonal (tiles entirely above it are skipped) keeping per row the running
+// max m, the running sum l of exp(s - m) and the unnormalised output acc; each new tile rescales l
+// and acc by exp(m_old - m_new) (online softmax); at the end out = acc / l and lse = m + log l.
 // Backward: P is recomputed tile by tile as exp(s - lse), with D_t = rowsum(dout_t * out_t)
 // (precomputed, the softmax backward's row dot sum_j P_tj dP_tj), dS = P (dP - D), dq += dS k,
-// dk += dS^T q, dv += P^T dout. Race-free scheme: one team per (sequence, head), key tiles
-// in the outer loop; dk and dv of a key tile accumulate in team scratch and are written once,
-// dq accumulates in place in dqkv, whose rows of this (sequence, head) no other team touches.
-// Parallelism is n / T * H teams (>= 32 for the GPT configs), enough for host threads; on a
-// GPU the per-(b, h) grid is coarser than FlashAttention-2's, the price of needing no atomics.
+// dk += dS^T q, dv += P^T dout. Race-free scheme: one item/team per (sequence, head), key
+// tiles in the outer loop; dk and dv of a key tile accumulate in scratch (stack on the host)
+// and are written once; dq accumulates in place in dqkv, whose rows of this (sequence, head)
+// no other item touches.
+// Parallelism is n / T * H teams (>= 32 for the GPT configs); on a GPU the per-(b, h) grid is
+// coarser than FlashAttention-2's, the price of needing no atomics.
 //
 // Dropout on the probabilities (p > 0): supported inside the kernel. The keep decision of
 // probability (b, h, t, j) is kernels::dropout_keep(mask, (b * H + h) * T + t, j, T),
@@ -32,18 +32,22 @@
 // rounding. With dropout, l and lse still sum the undropped probabilities, and
 // D_t = rowsum(dout * out) still equals sum_j P_tj dP_tj (out contains the mask).
 //
-// Host: the loops are ordered so the innermost runs over contiguous memory without a
-// reduction (GCC does not vectorise float reductions without -ffast-math): scores as
-// S[i][:] += q[i][c] * K^T[c][:] with the key tile transposed into scratch, and the products
-// with v, k, q, dout as axpys over hd. Exponentials go through kernels::fast_exp (vectorises;
-// libm's expf does not). Tiles: kTileQ = kTileK = 64 on the host: the scratch of one team
-// (K^T, S, acc at hd = 64: 3 x 16 KiB forward; K^T, V^T, S, dS, dK, dV: 6 x 16 KiB backward)
-// sits in L2 (1-2 MiB per core here) with the working rows (one S row, one acc row, a K^T
-// column block) in L1, and 64 keys amortise the per-tile max/rescale over 64 hd-long axpys.
-// Why loops, not sgemm calls: a head's q/k/v columns have a row stride of 3d, which
-// kernels::gemm (LayoutRight views) cannot take without a tile copy, the per-tile products
-// are tiny (64 x 64 x hd, ~0.5 MFLOP: call overhead and packing dominate), and the masking,
-// exp and rescaling would need a separate pass over S anyway (measured: docs in the commit).
+// Host (src/kernels/flash_attention_host.cpp; head dims up to 128): kTile = 64 query and 64
+// key rows per tile. The tile products are sgemm calls (oneDNN's, JIT for the host's ISA;
+// the BLAS without oneDNN) straight on the strided q/k/v/dout rows (leading dimension 3d or
+// d), so nothing is copied; forward: S = q k^T, acc += P v; backward: S, dP = dout v^T,
+// dq += dS k (into dqkv), dk += dS^T q, dv += P^T dout (into per-tile stack accumulators).
+// The per-row work between them (mask, max, exp, sums, dropout, rescale) is a vectorised loop
+// over the tile row in AVX-512/AVX2/baseline clones, with math::fast_exp (core/fast_math.hpp;
+// libm's expf does not vectorise). Why sgemm and not hand loops: one 64 x 64 score tile from the
+// strided rows, measured on this host (Xeon with AVX-512, shared and loaded; best of 7 x 2000
+// calls): hd 32: dnnl_sgemm 12-21 us, the rank-1-update loop nest (score row over 64 keys, K^T tile
+// in L1, -O3 -march=native) 29-74 us, OpenBLAS 74-95 us; hd 64: 30-38, 77-123, 147-167 us.
+// Why 64: the stack tiles of one item (S 16 KiB, acc or dK/dV 32 KiB each at hd 64-128) sit
+// in L1/L2 (48 KiB / 2 MiB per core here), and 64 keys amortise the per-tile max/rescale and
+// the sgemm call overhead over 64 x 64 x hd multiply-adds. Work items (sequence, head, query
+// tile) forward and (sequence, head) backward run one after another: one rank per core.
+// Head dims above 128 (and devices) run the team kernels below.
 // CUDA (compiles; not run here): TeamPolicy with the tile buffers in team scratch, rows over
 // TeamThreadRange and the contiguous hd/key index over ThreadVectorRange (coalesced loads of
 // the q/k/v rows), 32 x 32 tiles so a team's scratch stays within the 48 KiB of shared memory.
