@@ -211,7 +211,8 @@ void backward_item(const Dims& D, const float* qkv, const float* out, const floa
   }
   for (std::int64_t k0 = 0; k0 < T; k0 += B) {
     const std::int64_t kn = T - k0 < B ? T - k0 : B;
-    for (std::int64_t i = 0; i < B * kMaxHd; ++i) dk[i] = dv[i] = 0.0f;
+    for (std::int64_t j = 0; j < kn; ++j)  // only the rows the sgemms accumulate into
+      for (std::int64_t c = 0; c < hd; ++c) dk[j * hd + c] = dv[j * hd + c] = 0.0f;
     const float* k_tile = k_rows + k0 * ld;
     const float* v_tile = v_rows + k0 * ld;
     for (std::int64_t q0 = k0; q0 < T; q0 += B) {  // query tiles at and below the diagonal
