@@ -2,7 +2,7 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/core/rng.hpp"
-#include "trellis/kernels/attention.hpp"
+#include "trellis/kernels/flash_attention.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 
 #include <cmath>
@@ -63,19 +63,10 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
       resid_stream_(stream_from_name(name + ".resid_dropout")) {
   const auto cap = static_cast<std::size_t>(capacity_rows);
   const auto rows_d = cap * static_cast<std::size_t>(d_);  // this rank's heads
-  const auto att = cap * static_cast<std::size_t>(n_head_) * static_cast<std::size_t>(seq_len);
-  q_ = buffer(name, "q", rows_d);
-  k_ = buffer(name, "k", rows_d);
-  v_ = buffer(name, "v", rows_d);
-  yh_ = buffer(name, "yh", rows_d);
+  const auto per_head_row = cap * static_cast<std::size_t>(n_head_);
   yr_ = buffer(name, "yr", rows_d);
-  att_ = buffer(name, "att", att);
-  if (dropout > 0.0f) attd_ = buffer(name, "att_dropped", att);
-  datt_ = buffer(name, "datt", att);
-  dyh_ = buffer(name, "dyh", rows_d);
-  dq_ = buffer(name, "dq", rows_d);
-  dk_ = buffer(name, "dk", rows_d);
-  dv_ = buffer(name, "dv", rows_d);
+  lse_ = buffer(name, "lse", per_head_row);
+  delta_ = buffer(name, "delta", per_head_row);
   dz_ = buffer(name, "dz", cap * static_cast<std::size_t>(d_model));  // whole width
   dqkv_ = buffer(name, "dqkv", 3 * rows_d);
 }
@@ -104,36 +95,10 @@ void CausalSelfAttention::forward(ConstMatrix input, int n, const StepContext& c
     resid_mask_ = kernels::DropoutMask{p_, ctx.seed, stream_mix(resid_stream_, step), first_row};
   }
   last_rows_ = n;
-  const int T = seq_len_, H = n_head_, hd = head_dim_;
-  const int batch = n / T * H;  // (sequence, head) pairs
-  const auto rows = static_cast<std::size_t>(n);
-  const auto att_rows = static_cast<std::size_t>(batch) * static_cast<std::size_t>(T);
-  const auto heads_size = rows * static_cast<std::size_t>(d_);
-
   c_attn_.forward(x, n, ctx);
   const ConstMatrix qkv = kernels::first_rows(c_attn_.output(), n);  // [n, 3d]
-  const kernels::Vector q(q_.data(), heads_size), k(k_.data(), heads_size),
-      v(v_.data(), heads_size);
-  kernels::split_heads(qkv, 0, d_, H, T, q);
-  kernels::split_heads(qkv, d_, d_, H, T, k);
-  kernels::split_heads(qkv, 2 * d_, d_, H, T, v);
-
-  const ConstMatrix qm(q_.data(), att_rows, hd), km(k_.data(), att_rows, hd),
-      vm(v_.data(), att_rows, hd);
-  const Matrix att(att_.data(), att_rows, T);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  kernels::gemm_batched(false, true, scale, qm, km, 0.0f, att, batch);  // s = q k^T / sqrt(hd)
-  kernels::causal_softmax_forward(att);
-  ConstMatrix attd = att;
-  if (dropout_active_) {
-    const Matrix dropped(attd_.data(), att_rows, T);
-    kernels::causal_dropout_apply(att, dropped, attn_mask_);
-    attd = dropped;
-  }
-  const Matrix yh(yh_.data(), att_rows, hd);
-  kernels::gemm_batched(false, false, 1.0f, attd, vm, 0.0f, yh, batch);  // yh = attd v
-  const Matrix yr = as_matrix(yr_, n, d_);
-  kernels::merge_heads(kernels::ConstVector(yh_.data(), heads_size), d_, H, T, yr, 0);
+  const Matrix yr = as_matrix(yr_, n, d_);                           // [n, d]
+  kernels::flash_attention_forward(qkv, shape(), yr, lse_rows(n), active_attn_mask());
 
   c_proj_.forward(yr, n, ctx);
   const ConstMatrix z = kernels::first_rows(c_proj_.output(), n);
@@ -146,12 +111,6 @@ void CausalSelfAttention::forward(ConstMatrix input, int n, const StepContext& c
 
 void CausalSelfAttention::backward(ConstMatrix output_grad, int n) {
   const ConstMatrix dy = begin_backward(output_grad, n);
-  const int T = seq_len_, H = n_head_, hd = head_dim_;
-  const int batch = n / T * H;
-  const auto rows = static_cast<std::size_t>(n);
-  const auto att_rows = static_cast<std::size_t>(batch) * static_cast<std::size_t>(T);
-  const auto heads_size = rows * static_cast<std::size_t>(d_);
-
   ConstMatrix dz = dy;
   if (dropout_active_) {
     const Matrix dzm = as_matrix(dz_, n, out_features());
@@ -160,28 +119,11 @@ void CausalSelfAttention::backward(ConstMatrix output_grad, int n) {
   }
   c_proj_.backward(dz, n);
   const ConstMatrix dyr = kernels::first_rows(c_proj_.input_grad(), n);  // [n, d]
-  kernels::split_heads(dyr, 0, d_, H, T, kernels::Vector(dyh_.data(), heads_size));
-
-  const ConstMatrix qm(q_.data(), att_rows, hd), km(k_.data(), att_rows, hd),
-      vm(v_.data(), att_rows, hd), dyh(dyh_.data(), att_rows, hd);
-  const ConstMatrix att(att_.data(), att_rows, T);
-  const ConstMatrix attd = dropout_active_ ? ConstMatrix(attd_.data(), att_rows, T) : att;
-  const Matrix datt(datt_.data(), att_rows, T);
-  kernels::gemm_batched(true, false, 1.0f, attd, dyh, 0.0f, Matrix(dv_.data(), att_rows, hd),
-                        batch);                                                // dv = attd^T dyh
-  kernels::gemm_batched(false, true, 1.0f, dyh, vm, 0.0f, datt, batch);        // dattd = dyh v^T
-  if (dropout_active_) kernels::causal_dropout_apply(datt, datt, attn_mask_);  // datt
-  kernels::causal_softmax_backward(att, datt);                                 // ds (unscaled)
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  kernels::gemm_batched(false, false, scale, datt, km, 0.0f, Matrix(dq_.data(), att_rows, hd),
-                        batch);  // dq = ds k
-  kernels::gemm_batched(true, false, scale, datt, qm, 0.0f, Matrix(dk_.data(), att_rows, hd),
-                        batch);  // dk = ds^T q
-
+  const ConstMatrix qkv = kernels::first_rows(c_attn_.output(), n);
   const Matrix dqkv = as_matrix(dqkv_, n, 3 * d_);
-  kernels::merge_heads(kernels::ConstVector(dq_.data(), heads_size), d_, H, T, dqkv, 0);
-  kernels::merge_heads(kernels::ConstVector(dk_.data(), heads_size), d_, H, T, dqkv, d_);
-  kernels::merge_heads(kernels::ConstVector(dv_.data(), heads_size), d_, H, T, dqkv, 2 * d_);
+  kernels::flash_attention_backward(qkv, as_matrix(yr_, n, d_), dyr, lse_rows(n), shape(),
+                                    kernels::Vector(delta_.data(), lse_rows(n).extent(0)), dqkv,
+                                    active_attn_mask());
   c_attn_.backward(dqkv, n);
   kernels::copy(kernels::flat(kernels::first_rows(c_attn_.input_grad(), n)),
                 kernels::flat(input_grad_rows(n)));
@@ -192,9 +134,18 @@ std::int64_t CausalSelfAttention::flops_per_sample() const {
          12 * static_cast<std::int64_t>(seq_len_) * d_;
 }
 
-ConstMatrix CausalSelfAttention::probabilities() const {
-  const auto att_rows = static_cast<std::size_t>(last_rows_) * static_cast<std::size_t>(n_head_);
-  return ConstMatrix(att_.data(), att_rows, static_cast<std::size_t>(seq_len_));
+kernels::FlashAttentionShape CausalSelfAttention::shape() const {
+  return kernels::FlashAttentionShape{n_head_, seq_len_};
 }
+
+kernels::Vector CausalSelfAttention::lse_rows(int n) const {
+  return kernels::Vector(lse_.data(), static_cast<std::size_t>(n) * n_head_);
+}
+
+kernels::DropoutMask CausalSelfAttention::active_attn_mask() const {
+  return dropout_active_ ? attn_mask_ : kernels::DropoutMask{};
+}
+
+kernels::ConstVector CausalSelfAttention::logsumexp() const { return lse_rows(last_rows_); }
 
 }  // namespace trellis::nn

@@ -76,13 +76,14 @@ ModelSize gpt_size(const TrainConfig& c, const DataShape& data) {
   const Bytes V = std::max<Bytes>(c.derived.vocab > 0 ? c.derived.vocab : 0, data.classes);
   const Bytes block = 12 * d * d + 13 * d;
   s.params = V * d + T * d + layers * block + 2 * d;
-  // Per token: about 34 d floats per block plus the attention matrices, and the logits.
-  s.per_sample = T * (layers * (34 * d + 2 * heads * T) + 2 * V);
+  // Per token: about 26 d floats per block plus 2 per head (the flash attention keeps a
+  // logsumexp and a row dot per (token, head), no [T, T] matrices), and the logits.
+  s.per_sample = T * (layers * (26 * d + 2 * heads) + 2 * V);
   if (V * d >= layers * block)
     s.params_key = c.model.vocab > 0 ? "model.vocab" : "model.d_model";
   else
     s.params_key = layers > d ? "model.n_layer" : "model.d_model";
-  s.sample_key = heads * T >= 34 * d ? "model.seq_len" : "model.d_model";
+  s.sample_key = 2 * V >= layers * 26 * d && c.model.vocab > 0 ? "model.vocab" : "model.d_model";
   return s;
 }
 

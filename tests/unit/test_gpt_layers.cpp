@@ -189,18 +189,12 @@ TEST_CASE("CausalSelfAttention: no position sees a later one", "[gpt][attention]
   attn.forward(as_matrix(x, n, d), n, {});
   const auto before = to_host(first_rows(attn.output(), n));
 
-  // Attention probabilities: zero above the diagonal, rows sum to 1.
-  const auto probs = to_host(attn.probabilities());
-  REQUIRE(probs.size() == static_cast<std::size_t>(n / T * heads * T * T));
-  for (int r = 0; r < n / T * heads * T; ++r) {
-    const int t = r % T;
-    double sum = 0;
-    for (int j = 0; j < T; ++j) {
-      if (j > t) CHECK(probs[r * T + j] == 0.0f);
-      sum += probs[r * T + j];
-    }
-    CHECK(sum == Approx(1.0).epsilon(1e-6));
-  }
+  // The flash kernel keeps no probabilities, only each softmax row's logsumexp (its
+  // agreement with the materialised softmax is tested in test_flash_attention.cpp); a row that
+  // sees only itself (t = 0) has one score, so lse_0 equals that score, finite.
+  const auto lse = to_host(attn.logsumexp());
+  REQUIRE(lse.size() == static_cast<std::size_t>(n / T * heads * T));
+  for (float v : lse) CHECK(std::isfinite(v));
 
   // Perturbing token t' = 3 of sequence 1 changes nothing at its positions < t', nor sequence 0.
   const int b = 1, t_changed = 3;

@@ -5,27 +5,28 @@
 //
 //   x [n, d]
 //   c_attn "<name>.c_attn.weight" [3d, d], ".bias" [3d]      qkv = x W_attn^T + b   [n, 3d]
-//   q, k, v = columns [0, d), [d, 2d), [2d, 3d) of qkv, each split into heads
-//             [S, H, T, hd] as PyTorch's q.view(S, T, H, hd).transpose(1, 2)
-//   att = softmax(q k^T / sqrt(hd) with keys j > query t masked)      [S, H, T, T]  (kept)
-//   attd = attn_dropout(att)                                          [S, H, T, T]  (kept)
-//   yh = attd v                                                       [S, H, T, hd]
-//   yr = yh merged back to rows (transpose(1, 2).view(n, d))           [n, d]
+//   q, k, v = columns [0, d), [d, 2d), [2d, 3d) of qkv; head h = columns [h hd, (h+1) hd)
+//             of each (PyTorch's q.view(S, T, H, hd).transpose(1, 2))
+//   att = softmax(q k^T / sqrt(hd) with keys j > query t masked)      [S, H, T, T]  (never stored)
+//   yr = attn_dropout(att) v, per head, in the rows layout              [n, d]
 //   c_proj "<name>.c_proj.weight" [d, d], ".bias" [d]          z = yr W_proj^T + b  [n, d]
 //   y = resid_dropout(z)                                              [n, d]
 // backward (input grad =, parameter grads += through the two Linears (GPT-2 init)):
-//   dz = resid_dropout(dy);  dyr = c_proj backward;  dyh = split(dyr)
-//   dv = attd^T dyh;  dattd = dyh v^T;  datt = attn_dropout(dattd)  (same mask)
-//   ds = att * (datt - rowsum(att * datt)) / sqrt(hd)  (masked entries: 0)
-//   dq = ds k;  dk = ds^T q;  dqkv = merge(dq, dk, dv);  dx = c_attn backward(dqkv)
+//   dz = resid_dropout(dy);  dyr = c_proj backward;  dqkv = flash backward(qkv, yr, dyr, lse);
+//   dx = c_attn backward(dqkv)
+// The attention core is kernels::flash_attention_{forward,backward} (kernels/flash_attention.hpp):
+// tiled, online softmax, reading q/k/v straight from c_attn's output and writing yr and dqkv in
+// the row layouts the Linears use, so no split/merge copies and no [S, H, T, T] buffers; the
+// backward recomputes the probabilities from the saved per-row logsumexp lse [S, H, T].
 // Causality: row t of the output depends on input rows <= t of its sequence only.
 //
 // Dropout (inverted, counter-based: kernels::dropout_keep), active when ctx.training and p > 0:
-//   attn_dropout on the probabilities viewed as rows [S * H * T, T], stream
+//   attn_dropout on the probabilities viewed as rows [S * H * T, T] (applied inside the flash
+//     kernel, the keep decisions regenerated in the backward), stream
 //     stream_mix(stream_from_name("<name>.attn_dropout"), step), first row
 //     ctx.first_sample * H (ctx.first_sample counts token rows and is a multiple of T, so the
-//     global row of (sequence s, head h, position t) is (s * H + h) * T + t); applied with
-//     kernels::causal_dropout_apply, which draws for the causal lower triangle only;
+//     global row of (sequence s, head h, position t) is (s * H + h) * T + t), the same numbers
+//     kernels::causal_dropout_apply draws on the materialised probabilities;
 //   resid_dropout on z (kernels::dropout_apply), stream from "<name>.resid_dropout", first
 //     row ctx.first_sample.
 // So masks depend on the global token position only, never on how a batch is split.
@@ -36,17 +37,15 @@
 // c_proj) and one backward (in c_attn) per layer. d and H in the buffer sizes above are then
 // this rank's d/tp and H/tp; the attention dropout draws at the logical (sequence, head) rows.
 //
-// GEMMs: per (sequence, head) row-major products via kernels::gemm_batched on the [S, H, T, hd]
-// buffers (no transposed copies); QK^T is computed over the full T x T square and the softmax
-// masks it. Buffers, all sized at construction for capacity_rows: q, k, v, yh, yr, dyh, dq,
-// dk, dv, dz [cap * d]; att, datt (and attd when p > 0) [cap / T * H * T * T] = [cap * H * T];
-// dqkv [cap * 3d]. The [cap * H * T] ones dominate for long sequences (GPT-2 small, T 1024,
-// 8 sequences: 400 MB each per layer); a shared backward workspace or a fused (flash-style)
-// kernel is the way to shrink them.
+// Buffers, all sized at construction for capacity_rows: yr [cap * d], dz [cap * d],
+// dqkv [cap * 3d], lse and delta [cap * H] (per (sequence, head, position)): O(n H), where the
+// materialised softmax needed [cap * H * T] floats several times over (GPT-2 small, T 1024,
+// 8 sequences: 400 MB each per layer).
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/kernels/dropout.hpp"
+#include "trellis/kernels/flash_attention.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/linear.hpp"
 #include "trellis/nn/parameter_store.hpp"
@@ -70,14 +69,15 @@ class CausalSelfAttention : public Layer {
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
   // Per row (token): the two Linears (6 * 4 d^2) plus QK^T and AV, 2 * 2 T d forward each
-  // counted over the full T x T square (the masked half is computed too), x3 for fwd + bwd.
+  // counted over the full T x T square (the usual model-FLOP count; the flash kernel skips the
+  // tiles above the diagonal), x3 for fwd + bwd.
   std::int64_t flops_per_sample() const override;
 
   int n_head() const { return n_head_; }  // this rank's heads
   int seq_len() const { return seq_len_; }
   float dropout() const { return p_; }
-  // The last forward's attention probabilities before dropout: [n / T * H * T, T] rows.
-  ConstMatrix probabilities() const;
+  // The last forward's logsumexp of each softmax row: [n / T * H * T], (b * H + h) * T + t.
+  kernels::ConstVector logsumexp() const;
   const Linear& c_attn() const { return c_attn_; }
   const Linear& c_proj() const { return c_proj_; }
 
@@ -91,11 +91,14 @@ class CausalSelfAttention : public Layer {
   kernels::DropoutMask attn_mask_, resid_mask_;
   bool dropout_active_ = false;
   int last_rows_ = 0;
-  FloatView q_, k_, v_, yh_, yr_;  // [cap * d/tp]
-  FloatView att_, attd_, datt_;    // [cap * H * T]; attd_ only when p > 0
-  FloatView dyh_, dq_, dk_, dv_;   // [cap * d/tp]
-  FloatView dz_;                   // [cap * d]
-  FloatView dqkv_;                 // [cap * 3d]
+  FloatView yr_;           // [cap * d/tp]: attention output, c_proj's input
+  FloatView lse_, delta_;  // [cap * H/tp]: softmax logsumexp, backward's rowsum(dyr * yr)
+  FloatView dz_;           // [cap * d]
+  FloatView dqkv_;         // [cap * 3d/tp]
+
+  kernels::FlashAttentionShape shape() const;
+  kernels::Vector lse_rows(int n) const;          // lse_ for n token rows
+  kernels::DropoutMask active_attn_mask() const;  // p = 0 when the dropout is off
 };
 
 }  // namespace trellis::nn

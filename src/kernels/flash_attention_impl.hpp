@@ -1,0 +1,31 @@
+// What flash_attention.cpp (dispatch, the Kokkos team kernels) and flash_attention_host.cpp
+// (the host bodies) share; private to src/kernels.
+#pragma once
+
+#include "trellis/kernels/dropout.hpp"
+
+#include <cstdint>
+
+namespace trellis::kernels::flash {
+
+// Index constants of one call (layouts in kernels/flash_attention.hpp).
+struct Dims {
+  std::int64_t sequences, T, H, hd, d, qkv_ld, out_ld;  // out_ld = d: out/dout are [n, d]
+  float scale;                                          // 1 / sqrt(hd)
+  float keep_scale;                                     // 1 / (1 - p)
+  bool dropout;
+};
+
+// The host bodies take head dimensions up to this (their tiles live on the stack: at 128,
+// 96 KiB forward, 160 KiB backward); larger ones run the team kernels on the host too.
+inline constexpr std::int64_t kHostMaxHeadDim = 128;
+inline constexpr std::int64_t kHostTile = 64;  // query and key rows per tile (header: why)
+
+// Plain loops over raw pointers, parallel over the host execution space's threads.
+void host_forward(const Dims& dims, const float* qkv, float* out, float* lse,
+                  const DropoutMask& mask);
+// delta: [sequences * H * T], written (D = rowsum(dout * out)); dqkv: written.
+void host_backward(const Dims& dims, const float* qkv, const float* out, const float* dout,
+                   const float* lse, float* delta, float* dqkv, const DropoutMask& mask);
+
+}  // namespace trellis::kernels::flash
