@@ -36,6 +36,9 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, int d_m
       p_(dropout),
       stream_(stream_from_name(name + ".dropout")) {
   c_fc_.fuse_activation(kernels::Activation::gelu);  // c_fc + GELU in one layer
+  // dx is c_fc's dx, and without dropout y is c_proj's y: no copies per call.
+  share_input_grad_of(c_fc_);
+  if (dropout == 0.0f) share_output_of(c_proj_);
   if (dropout > 0.0f) {
     dz_ = FloatView("trellis::nn::" + name + ".dz",
                     static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(d_model));
@@ -56,7 +59,7 @@ void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
   const ConstMatrix z = kernels::first_rows(c_proj_.output(), n);
   if (dropout_active_) {
     kernels::dropout_apply(z, output_rows(n), mask_);
-  } else {
+  } else if (p_ > 0.0f) {  // evaluation: dropout is the identity, but output() is its own buffer
     kernels::copy(kernels::flat(z), kernels::flat(output_rows(n)));
   }
 }
@@ -70,9 +73,7 @@ void FeedForward::backward(ConstMatrix output_grad, int n) {
     dz = dzm;
   }
   c_proj_.backward(dz, n);
-  c_fc_.backward(c_proj_.input_grad(), n);
-  kernels::copy(kernels::flat(kernels::first_rows(c_fc_.input_grad(), n)),
-                kernels::flat(input_grad_rows(n)));
+  c_fc_.backward(c_proj_.input_grad(), n);  // writes this layer's input_grad() (shared)
 }
 
 std::int64_t FeedForward::flops_per_sample() const {

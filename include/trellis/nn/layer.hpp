@@ -65,6 +65,12 @@ class Layer {
   // Checks a backward call against the last forward, returns rows [0, n) of output_grad.
   ConstMatrix begin_backward(const ConstMatrix& output_grad, int n) const;
 
+  // A composite layer whose output (input gradient) is exactly a sub-layer's, unchanged, makes
+  // the sub-layer's buffer its own instead of copying it on every call. Same shape required;
+  // call at construction.
+  void share_output_of(const Layer& inner);
+  void share_input_grad_of(const Layer& inner);
+
   ConstMatrix saved_input() const { return saved_input_; }  // [n, in_features] of last forward
   Matrix output_rows(int n) const;                          // [n, out_features]
   Matrix input_grad_rows(int n) const;                      // [n, in_features]

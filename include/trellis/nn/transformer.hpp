@@ -15,6 +15,8 @@
 //   y = dropout(z): counter-based mask, stream "<name>.dropout" mixed with ctx.step, first
 //       row ctx.first_sample (a token row index)
 // backward: dz = dropout(dy); c_proj, c_fc (+ gelu) backward; dx = c_fc's input grad.
+// Buffers: input_grad() IS c_fc's input gradient and, with dropout 0, output() IS c_proj's
+// output (Layer::share_*_of), so no per-call copies.
 //
 // Block:
 //   x [n, d]
