@@ -52,18 +52,24 @@ KOKKOS_INLINE_FUNCTION float activation_backward(float saved, float dy) {
 }
 
 // Host bodies, inlined into one cloned function per activation (target_clones does not take
-// templates). In place: z is also y and only f(z + b) is stored.
+// templates); forced, since a body compiled out of line would get the baseline ISA only.
+// In place: z is also y and only f(z + b) is stored.
+#if defined(__GNUC__)
+#define TRELLIS_INLINE_BODY __attribute__((always_inline)) inline
+#else
+#define TRELLIS_INLINE_BODY inline
+#endif
 template <Activation F>
-inline void bias_activation_in_place(float* __restrict y, const float* __restrict bias, Index rows,
-                                     Index cols) {
+TRELLIS_INLINE_BODY void bias_activation_in_place(float* __restrict y, const float* __restrict bias,
+                                                  Index rows, Index cols) {
   for (Index r = 0; r < rows; ++r) {
     float* __restrict row = y + r * cols;
     for (Index j = 0; j < cols; ++j) row[j] = activate<F>(row[j] + bias[j]);
   }
 }
 template <Activation F>
-inline void bias_activation(float* __restrict z, const float* __restrict bias, float* __restrict y,
-                            Index rows, Index cols) {
+TRELLIS_INLINE_BODY void bias_activation(float* __restrict z, const float* __restrict bias,
+                                         float* __restrict y, Index rows, Index cols) {
   for (Index r = 0; r < rows; ++r) {
     float* __restrict zr = z + r * cols;
     float* __restrict yr = y + r * cols;
@@ -76,19 +82,20 @@ inline void bias_activation(float* __restrict z, const float* __restrict bias, f
 }
 // Column tiles as host_column_sum: per column, the rows in order 0..n-1, then one add.
 template <Activation F>
-inline void bias_activation_grad(const float* __restrict saved, const float* __restrict dy,
-                                 float* __restrict dz, float* __restrict grad, Index rows,
-                                 Index cols) {
+TRELLIS_INLINE_BODY void bias_activation_grad(const float* __restrict saved,
+                                              const float* __restrict dy, float* __restrict dz,
+                                              float* __restrict grad, Index rows, Index cols) {
   for (Index j0 = 0; j0 < cols; j0 += kColumnTile) {
     const Index width = std::min(kColumnTile, cols - j0);
     float sum[kColumnTile] = {};
     for (Index r = 0; r < rows; ++r) {
-      const Index at = r * cols + j0;
-      for (Index j = 0; j < width; ++j) {
-        const float d = activation_backward<F>(saved[at + j], dy[at + j]);
-        dz[at + j] = d;
-        sum[j] += d;
-      }
+      // Two loops over the tile's piece of the row (the second reads dz back from L1): GCC
+      // vectorises the GELU loop alone but not with the accumulation in the same body.
+      float* __restrict dzr = dz + r * cols + j0;
+      const float* __restrict sr = saved + r * cols + j0;
+      const float* __restrict dyr = dy + r * cols + j0;
+      for (Index j = 0; j < width; ++j) dzr[j] = activation_backward<F>(sr[j], dyr[j]);
+      for (Index j = 0; j < width; ++j) sum[j] += dzr[j];
     }
     for (Index j = 0; j < width; ++j) grad[j0 + j] += sum[j];
   }
