@@ -123,9 +123,14 @@ void host_relu_bias_grad(const float* saved, const float* dy, float* dz, float* 
   bias_activation_grad<Activation::relu>(saved, dy, dz, grad, rows, cols);
 }
 TRELLIS_HOST_CLONES
-void host_gelu_bias_grad(const float* saved, const float* dy, float* dz, float* grad, Index rows,
-                         Index cols) {
-  bias_activation_grad<Activation::gelu>(saved, dy, dz, grad, rows, cols);
+void host_gelu_bias_grad(const float* __restrict saved, const float* __restrict dy,
+                         float* __restrict dz, float* grad, Index rows, Index cols) {
+  // Measured (perf, GPT c_fc backward [2048, 512]): the GELU inside the column tiles ran at
+  // half the speed of one flat GELU loop followed by the column sums, so GELU takes two passes
+  // here (same values and summation order as the tiled body).
+  const Index n = rows * cols;
+  for (Index i = 0; i < n; ++i) dz[i] = activation_backward<Activation::gelu>(saved[i], dy[i]);
+  host_column_sum(dz, grad, rows, cols);
 }
 
 template <Activation F>
