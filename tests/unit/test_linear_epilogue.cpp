@@ -9,6 +9,7 @@
 #include "trellis/nn/activation.hpp"
 #include "trellis/nn/linear.hpp"
 #include "trellis/nn/mlp.hpp"
+#include "trellis/nn/transformer.hpp"
 
 #include <memory>
 #include <vector>
@@ -152,4 +153,26 @@ TEST_CASE("Mlp computes its input gradient on the first stage only when asked",
   nn::ParameterStore asked_store;
   nn::Mlp asked(spec, asked_store);
   CHECK(asked.input_grad().extent(1) == 6);
+}
+
+TEST_CASE("FeedForward's shared buffers: evaluation with dropout equals no dropout",
+          "[nn][gpt][fused]") {
+  // p = 0 returns c_proj's output buffer itself; p > 0 in evaluation copies it into its own.
+  const int d = 6, n = 5, cap = 8;
+  const nn::TransformerInit init{0.02, 0.005};
+  FloatView x = to_device("x", random_values(static_cast<std::size_t>(n * d), 41, -2.0f, 2.0f));
+  FloatView dy = to_device("dy", random_values(static_cast<std::size_t>(n * d), 42));
+  nn::ParameterStore plain_store, dropout_store;
+  nn::FeedForward plain(plain_store, "mlp", d, cap, 0.0f, init);
+  nn::FeedForward dropout(dropout_store, "mlp", d, cap, 0.25f, init);
+  plain_store.finalize(9);
+  dropout_store.finalize(9);
+  nn::StepContext eval{3, 7, 0, false};
+  plain.forward(as_matrix(x, n, d), n, eval);
+  dropout.forward(as_matrix(x, n, d), n, eval);
+  CHECK(to_host(first_rows(plain.output(), n)) == to_host(first_rows(dropout.output(), n)));
+  plain.backward(as_matrix(dy, n, d), n);
+  dropout.backward(as_matrix(dy, n, d), n);
+  CHECK(to_host(first_rows(plain.input_grad(), n)) == to_host(first_rows(dropout.input_grad(), n)));
+  CHECK(to_host(plain_store.grads()) == to_host(dropout_store.grads()));
 }
