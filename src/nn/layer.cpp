@@ -24,6 +24,19 @@ Layer::Layer(std::string name, int in_features, int out_features, int capacity)
                           cap * static_cast<std::size_t>(in_features));
 }
 
+void Layer::share_output_of(const Layer& inner) {
+  TRELLIS_REQUIRE(inner.out_features_ == out_features_ && inner.capacity_ == capacity_,
+                  "layer \"" + name_ + "\": cannot share the output of \"" + inner.name_ + "\"");
+  output_ = inner.output_;
+}
+
+void Layer::share_input_grad_of(const Layer& inner) {
+  TRELLIS_REQUIRE(
+      inner.in_features_ == in_features_ && inner.capacity_ == capacity_,
+      "layer \"" + name_ + "\": cannot share the input gradient of \"" + inner.name_ + "\"");
+  input_grad_ = inner.input_grad_;
+}
+
 ConstMatrix Layer::output() const { return as_matrix(output_, capacity_, out_features_); }
 
 ConstMatrix Layer::input_grad() const { return as_matrix(input_grad_, capacity_, in_features_); }

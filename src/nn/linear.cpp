@@ -70,28 +70,54 @@ Linear::Linear(ParameterStore& store, const std::string& name, int in_features, 
   }
 }
 
+void Linear::fuse_activation(kernels::Activation f) {
+  activation_ = f;
+  const auto size = static_cast<std::size_t>(capacity()) * static_cast<std::size_t>(out_features());
+  pre_activation_ = f == kernels::Activation::gelu
+                        ? FloatView("trellis::nn::" + name() + ".pre_activation", size)
+                        : FloatView();
+  dz_ = f != kernels::Activation::none ? FloatView("trellis::nn::" + name() + ".dz", size)
+                                       : FloatView();
+}
+
 void Linear::forward(ConstMatrix input, int n, const StepContext&) {
   // Parameters first: a store that is not finalized throws before the call is recorded.
   const ConstMatrix w = store_->param_matrix(weight_);         // [out, in]
   const kernels::ConstVector b = store_->param_vector(bias_);  // [out]
   const ConstMatrix x = begin_forward(input, n);               // [n, in]
   const Matrix y = output_rows(n);                             // [n, out]
-  kernels::gemm(false, true, 1.0f, x, w, 0.0f, y);
+  // z [n, out]: the pre-activation, kept apart from y only where backward needs it (gelu).
+  const Matrix z = pre_activation_.size() > 0 ? as_matrix(pre_activation_, n, out_features()) : y;
+  kernels::gemm(false, true, 1.0f, x, w, 0.0f, z);
   // Row-parallel: each rank holds a partial sum over its slice of in; the bias goes on once.
-  if (split_ == Split::row) tp_.comm->all_reduce(y.data(), y.size(), ReduceOp::sum);
-  kernels::bias_add(y, b);
+  if (split_ == Split::row) tp_.comm->all_reduce(z.data(), z.size(), ReduceOp::sum);
+  if (activation_ == kernels::Activation::none) {
+    kernels::bias_add(y, b);
+  } else {
+    kernels::bias_activation_forward(z, b, activation_, y);
+  }
 }
 
 void Linear::backward(ConstMatrix output_grad, int n) {
-  const ConstMatrix dy = begin_backward(output_grad, n);  // [n, out]
-  const ConstMatrix x = saved_input();                    // [n, in]
-  // dW[out, in] += dy^T[out, n] x[n, in]
-  kernels::gemm(true, false, 1.0f, dy, x, 1.0f, store_->grad_matrix(weight_));
-  // db[out] += sum over rows of dy
-  kernels::column_sum_accumulate(dy, store_->grad_vector(bias_));
-  // dx[n, in] = dy[n, out] W[out, in]
+  const ConstMatrix x = saved_input();              // [n, in]
+  ConstMatrix dz = begin_backward(output_grad, n);  // [n, out]: dy, or dy * f'(z)
+  if (activation_ == kernels::Activation::none) {
+    // db[out] += sum over rows of dy
+    kernels::column_sum_accumulate(dz, store_->grad_vector(bias_));
+  } else {
+    const Matrix dzm = as_matrix(dz_, n, out_features());
+    const ConstMatrix saved = activation_ == kernels::Activation::gelu
+                                  ? as_matrix(pre_activation_, n, out_features())
+                                  : kernels::first_rows(output(), n);
+    kernels::bias_activation_backward(saved, dz, activation_, dzm, store_->grad_vector(bias_));
+    dz = dzm;
+  }
+  // dW[out, in] += dz^T[out, n] x[n, in]
+  kernels::gemm(true, false, 1.0f, dz, x, 1.0f, store_->grad_matrix(weight_));
+  if (!input_grad_needed()) return;
+  // dx[n, in] = dz[n, out] W[out, in]
   const Matrix dx = input_grad_rows(n);
-  kernels::gemm(false, false, 1.0f, dy, store_->param_matrix(weight_), 0.0f, dx);
+  kernels::gemm(false, false, 1.0f, dz, store_->param_matrix(weight_), 0.0f, dx);
   // Column-parallel: every rank's output slice depends on the whole input.
   if (split_ == Split::column) tp_.comm->all_reduce(dx.data(), dx.size(), ReduceOp::sum);
 }

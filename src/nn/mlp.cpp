@@ -2,7 +2,6 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/views.hpp"
-#include "trellis/nn/activation.hpp"
 #include "trellis/nn/dropout.hpp"
 #include "trellis/nn/linear.hpp"
 
@@ -64,14 +63,12 @@ Mlp::Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix)
       width = out;
       continue;
     }
-    Layer& fc = layers_.add(
-        std::make_unique<Linear>(store, prefix + "fc" + k, width, out, cap, init, split, tp));
-    const int local = fc.out_features();
-    if (spec.activation == "relu") {
-      layers_.add(std::make_unique<Relu>(prefix + "act" + k, local, cap));
-    } else {
-      layers_.add(std::make_unique<Gelu>(prefix + "act" + k, local, cap));
-    }
+    // fc<k> + act<k> as one layer: bias and activation fused into the GEMM's epilogue.
+    auto fc = std::make_unique<Linear>(store, prefix + "fc" + k, width, out, cap, init, split, tp);
+    fc->fuse_activation(spec.activation == "relu" ? kernels::Activation::relu
+                                                  : kernels::Activation::gelu);
+    const int local = fc->out_features();
+    add_linear(std::move(fc));
     if (spec.dropout > 0.0f) {
       layers_.add(std::make_unique<Dropout>(prefix + "drop" + k, local, cap, spec.dropout, out,
                                             columns_split ? tp.rank() * local : 0));
@@ -79,8 +76,14 @@ Mlp::Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix)
     width = out;
   }
   if (end_unit_ == num_units(spec))
-    layers_.add(std::make_unique<Linear>(store, prefix + "head", width, spec.classes, cap, init,
-                                         columns_split ? Split::row : Split::none, tp));
+    add_linear(std::make_unique<Linear>(store, prefix + "head", width, spec.classes, cap, init,
+                                        columns_split ? Split::row : Split::none, tp));
+}
+
+void Mlp::add_linear(std::unique_ptr<Linear> fc) {
+  // The model's input is data: nobody reads the first layer's dx unless asked to.
+  if (layers_.size() == 0 && first_stage() && !spec_.input_grad) fc->set_input_grad_needed(false);
+  layers_.add(std::move(fc));
 }
 
 ConstMatrix Mlp::forward(ConstMatrix input, int n, const StepContext& ctx) {
@@ -89,7 +92,11 @@ ConstMatrix Mlp::forward(ConstMatrix input, int n, const StepContext& ctx) {
 
 void Mlp::backward(ConstMatrix dlogits, int n) { layers_.backward(dlogits, n); }
 
-ConstMatrix Mlp::input_grad() const { return layers_[0].input_grad(); }
+ConstMatrix Mlp::input_grad() const {
+  if (first_stage() && !spec_.input_grad)
+    throw Error("mlp: input_grad() of a first stage built without MlpSpec::input_grad");
+  return layers_[0].input_grad();
+}
 
 std::int64_t Mlp::flops_per_sample() const { return layers_.flops_per_sample(); }
 

@@ -80,8 +80,8 @@ void BasicBlock::forward(ConstMatrix input, int n, const StepContext& ctx) {
     shortcut = kernels::first_rows(shortcut_bn_->output(), n);
   }
   const Matrix sum = as_matrix(sum_, n, out_features());
-  kernels::copy(kernels::flat(kernels::first_rows(bn2_->output(), n)), kernels::flat(sum));
-  kernels::axpy(1.0f, kernels::flat(shortcut), kernels::flat(sum));
+  kernels::add(kernels::flat(kernels::first_rows(bn2_->output(), n)), kernels::flat(shortcut),
+               kernels::flat(sum));
   kernels::relu_forward(sum, output_rows(n));
 }
 
@@ -101,8 +101,8 @@ void BasicBlock::backward(ConstMatrix output_grad, int n) {
     shortcut_grad = kernels::first_rows(shortcut_conv_->input_grad(), n);
   }
   const Matrix dx = input_grad_rows(n);
-  kernels::copy(kernels::flat(kernels::first_rows(conv1_->input_grad(), n)), kernels::flat(dx));
-  kernels::axpy(1.0f, kernels::flat(shortcut_grad), kernels::flat(dx));
+  kernels::add(kernels::flat(kernels::first_rows(conv1_->input_grad(), n)),
+               kernels::flat(shortcut_grad), kernels::flat(dx));
 }
 
 std::int64_t BasicBlock::flops_per_sample() const {

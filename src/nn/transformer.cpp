@@ -18,10 +18,9 @@ int checked_dropout_d(const std::string& name, int d_model, float dropout) {
   return d_model;
 }
 
-// out = a + b over rows [0, n): two passes of existing vector kernels.
+// out = a + b over rows [0, n), one pass.
 void add_rows(ConstMatrix a, ConstMatrix b, Matrix out) {
-  kernels::copy(kernels::flat(a), kernels::flat(out));
-  kernels::axpy(1.0f, kernels::flat(b), kernels::flat(out));
+  kernels::add(kernels::flat(a), kernels::flat(b), kernels::flat(out));
 }
 
 }  // namespace
@@ -32,11 +31,14 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, int d_m
     : Layer(name, checked_dropout_d(name, d_model, dropout), d_model, capacity_rows),
       c_fc_(store, name + ".c_fc", d_model, 4 * d_model, capacity_rows, InitSpec::normal(init.std),
             InitSpec::zeros(), Split::column, tp),
-      gelu_(name + ".gelu", c_fc_.out_features(), capacity_rows),
       c_proj_(store, name + ".c_proj", 4 * d_model, d_model, capacity_rows,
               InitSpec::normal(init.proj_std), InitSpec::zeros(), Split::row, tp),
       p_(dropout),
       stream_(stream_from_name(name + ".dropout")) {
+  c_fc_.fuse_activation(kernels::Activation::gelu);  // c_fc + GELU in one layer
+  // dx is c_fc's dx, and without dropout y is c_proj's y: no copies per call.
+  share_input_grad_of(c_fc_);
+  if (dropout == 0.0f) share_output_of(c_proj_);
   if (dropout > 0.0f) {
     dz_ = FloatView("trellis::nn::" + name + ".dz",
                     static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(d_model));
@@ -53,12 +55,11 @@ void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
                                  static_cast<std::uint64_t>(ctx.first_sample)};
   }
   c_fc_.forward(x, n, ctx);
-  gelu_.forward(c_fc_.output(), n, ctx);
-  c_proj_.forward(gelu_.output(), n, ctx);
+  c_proj_.forward(c_fc_.output(), n, ctx);
   const ConstMatrix z = kernels::first_rows(c_proj_.output(), n);
   if (dropout_active_) {
     kernels::dropout_apply(z, output_rows(n), mask_);
-  } else {
+  } else if (p_ > 0.0f) {  // evaluation: dropout is the identity, but output() is its own buffer
     kernels::copy(kernels::flat(z), kernels::flat(output_rows(n)));
   }
 }
@@ -72,10 +73,7 @@ void FeedForward::backward(ConstMatrix output_grad, int n) {
     dz = dzm;
   }
   c_proj_.backward(dz, n);
-  gelu_.backward(c_proj_.input_grad(), n);
-  c_fc_.backward(gelu_.input_grad(), n);
-  kernels::copy(kernels::flat(kernels::first_rows(c_fc_.input_grad(), n)),
-                kernels::flat(input_grad_rows(n)));
+  c_fc_.backward(c_proj_.input_grad(), n);  // writes this layer's input_grad() (shared)
 }
 
 std::int64_t FeedForward::flops_per_sample() const {

@@ -49,6 +49,14 @@ class Layer {
   ConstMatrix output() const;      // [capacity, out_features]
   ConstMatrix input_grad() const;  // [capacity, in_features]
 
+  // Whether backward must write input_grad() (default true). A model switches it off for its
+  // first layer when that layer's input is data, as nobody reads the gradient there; a layer
+  // that honours it (Linear: no dx GEMM) then leaves input_grad() unwritten, others may still
+  // write it. Set at model build time; pipeline stages after the first keep it, since their
+  // input gradient is sent upstream.
+  void set_input_grad_needed(bool needed) { input_grad_needed_ = needed; }
+  bool input_grad_needed() const { return input_grad_needed_; }
+
  protected:
   Layer(std::string name, int in_features, int out_features, int capacity);
 
@@ -56,6 +64,12 @@ class Layer {
   ConstMatrix begin_forward(const ConstMatrix& input, int n);
   // Checks a backward call against the last forward, returns rows [0, n) of output_grad.
   ConstMatrix begin_backward(const ConstMatrix& output_grad, int n) const;
+
+  // A composite layer whose output (input gradient) is exactly a sub-layer's, unchanged, makes
+  // the sub-layer's buffer its own instead of copying it on every call. Same shape required;
+  // call at construction.
+  void share_output_of(const Layer& inner);
+  void share_input_grad_of(const Layer& inner);
 
   ConstMatrix saved_input() const { return saved_input_; }  // [n, in_features] of last forward
   Matrix output_rows(int n) const;                          // [n, out_features]
@@ -68,6 +82,7 @@ class Layer {
   FloatView input_grad_;     // [capacity * in_features]
   ConstMatrix saved_input_;  // [n, in_features] window onto the caller's input (not owned)
   bool has_forward_ = false;
+  bool input_grad_needed_ = true;
 };
 
 }  // namespace trellis::nn

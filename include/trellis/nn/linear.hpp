@@ -7,6 +7,16 @@
 //            dx  = dy W                          input grad written (=)
 // All three GEMMs use the row-major buffers as they are: no transposed copies.
 //
+// Activation epilogue (fuse_activation): y = f(x W^T + b) with f = relu | gelu, the layer
+// standing for Linear + activation layer, with the same parameters (names, shapes) and the same
+// gradients. The bias add and f run in one pass over the GEMM output; backward computes
+// dz = dy * f'(z) and the bias gradient colsum(dz) in one pass over dy, then the two GEMMs
+// take dz. Buffers: gelu keeps z [cap, out] for backward (relu needs only y: [z > 0] == [y > 0]);
+// dz [cap, out]. The same memory as the separate activation layer's output / input gradient.
+//
+// set_input_grad_needed(false) (Layer): for the first layer of a model, whose input is data:
+// backward leaves dx (one of its three GEMMs) out, and input_grad() must not be read.
+//
 // Tensor parallelism (nn/tensor_parallel.hpp), in and out are the LOGICAL sizes:
 //   Split::column  W [out/tp, in], b [out/tp] (pieces of dim 0; with sections = 3 a fused
 //                  q|k|v weight gives each rank its piece of each of the 3 blocks)
@@ -16,6 +26,7 @@
 // in_features()/out_features() are this rank's (local) sizes.
 #pragma once
 
+#include "trellis/kernels/bias.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/parameter_store.hpp"
 #include "trellis/nn/tensor_parallel.hpp"
@@ -51,6 +62,11 @@ class Linear : public Layer {
   // 2*in*out forward, 4*in*out backward (dW and dx GEMMs) on this rank's sizes; bias ignored.
   std::int64_t flops_per_sample() const override;
 
+  // Makes this layer y = f(x W^T + b); allocates the epilogue's buffers. Call at model build
+  // time, before the first forward.
+  void fuse_activation(kernels::Activation f);
+  kernels::Activation activation() const { return activation_; }
+
   std::size_t weight_index() const { return weight_; }
   std::size_t bias_index() const { return bias_; }
   Split split() const { return split_; }
@@ -61,6 +77,9 @@ class Linear : public Layer {
   TensorParallel tp_;
   std::size_t weight_;  // index in store_
   std::size_t bias_;
+  kernels::Activation activation_ = kernels::Activation::none;
+  FloatView pre_activation_;  // [cap * out] z = x W^T + b, gelu only
+  FloatView dz_;              // [cap * out] dy * f'(z), with an activation only
 };
 
 }  // namespace trellis::nn

@@ -18,6 +18,7 @@
 
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/layer_sequence.hpp"
+#include "trellis/nn/linear.hpp"
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
 #include "trellis/nn/tensor_parallel.hpp"
@@ -39,6 +40,9 @@ struct MlpSpec {
   int capacity = 0;                 // max rows per forward/backward call
   TensorParallel tp;                // none by default
   StageRange stage;                 // units: fc<i> (+ act, drop) for each hidden layer, head
+  // Whether the first stage computes d loss / d input too (tests; other stages always do, as
+  // the pipeline sends it). Off, the first Linear leaves out its dx GEMM.
+  bool input_grad = false;
 };
 
 class Mlp : public Model {
@@ -67,7 +71,9 @@ class Mlp : public Model {
   int capacity() const override { return spec_.capacity; }
   std::string describe() const override;
 
-  ConstMatrix input_grad() const;  // [capacity, input_dim]
+  // [capacity, input_dim]. Throws trellis::Error on a first stage built without
+  // spec.input_grad (nothing computes it there).
+  ConstMatrix input_grad() const;
   // Forward + backward FLOPs per sample of the Linear layers: sum of 6 * in * out.
   std::int64_t flops_per_sample() const override;
 
@@ -76,6 +82,8 @@ class Mlp : public Model {
   const Layer& layer(std::size_t i) const { return layers_[i]; }
 
  private:
+  void add_linear(std::unique_ptr<Linear> fc);
+
   MlpSpec spec_;
   int first_unit_ = 0, end_unit_ = 0;  // the units this model (stage) holds
   LayerSequence layers_;

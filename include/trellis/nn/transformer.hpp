@@ -7,13 +7,16 @@
 // FeedForward (nanoGPT's MLP), d -> 4d -> d:
 //   x [n, d]
 //   c_fc   "<name>.c_fc.weight" [4d, d], ".bias" [4d]     u = x W_fc^T + b       [n, 4d]
-//   g = gelu(u)   EXACT erf GELU (PyTorch nn.GELU() default, kernels::gelu). GPT-2 itself used
+//   g = gelu(u)   EXACT erf GELU (PyTorch nn.GELU() default, kernels::gelu), c_fc's fused
+//                 epilogue (Linear::fuse_activation). GPT-2 itself used
 //                 the tanh approximation; the two differ by < 1e-3 and the erf form is what the
 //                 existing kernel and the PyTorch reference compute.
 //   c_proj "<name>.c_proj.weight" [d, 4d], ".bias" [d]    z = g W_proj^T + b     [n, d]
 //   y = dropout(z): counter-based mask, stream "<name>.dropout" mixed with ctx.step, first
 //       row ctx.first_sample (a token row index)
-// backward: dz = dropout(dy); c_proj, gelu, c_fc backward; dx = c_fc's input grad.
+// backward: dz = dropout(dy); c_proj, c_fc (+ gelu) backward; dx = c_fc's input grad.
+// Buffers: input_grad() IS c_fc's input gradient and, with dropout 0, output() IS c_proj's
+// output (Layer::share_*_of), so no per-call copies.
 //
 // Block:
 //   x [n, d]
@@ -28,7 +31,6 @@
 
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/kernels/dropout.hpp"
-#include "trellis/nn/activation.hpp"
 #include "trellis/nn/attention.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/layernorm.hpp"
@@ -56,8 +58,7 @@ class FeedForward : public Layer {
   float dropout() const { return p_; }
 
  private:
-  Linear c_fc_;
-  Gelu gelu_;
+  Linear c_fc_;  // with the GELU as its epilogue (Linear::fuse_activation)
   Linear c_proj_;
   float p_;
   std::uint64_t stream_;  // stream_from_name("<name>.dropout")
