@@ -1,6 +1,6 @@
 #include "trellis/kernels/activation.hpp"
 
-#include "host_simd.hpp"
+#include "trellis/core/host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
 
 namespace trellis::kernels {

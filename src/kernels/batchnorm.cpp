@@ -1,7 +1,7 @@
 #include "trellis/kernels/batchnorm.hpp"
 
-#include "host_simd.hpp"
 #include "trellis/core/error.hpp"
+#include "trellis/core/host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/core/math.hpp"
 

@@ -1,10 +1,10 @@
 #include "trellis/kernels/flash_attention.hpp"
 
 #include "flash_attention_impl.hpp"
-#include "host_simd.hpp"
 
 #include "trellis/core/error.hpp"
 #include "trellis/core/fast_math.hpp"
+#include "trellis/core/host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/core/math.hpp"
 

@@ -7,9 +7,9 @@
 // reductions in 16 explicit lanes so they vectorise without -ffast-math. Tiles live on the
 // stack (no allocation). Work items run one after another: Trellis runs one rank per core.
 #include "flash_attention_impl.hpp"
-#include "host_simd.hpp"
 
 #include "trellis/core/fast_math.hpp"
+#include "trellis/core/host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/core/math.hpp"
 

@@ -19,9 +19,9 @@ struct AdamScalars {
 };
 
 template <bool kDecay, bool kDecoupled>
-TRELLIS_OPTIM_INLINE void adam_run(float* __restrict p, const float* __restrict grad,
-                                   float* __restrict m, float* __restrict v, std::size_t n,
-                                   const AdamScalars s) {
+TRELLIS_HOST_INLINE void adam_run(float* __restrict p, const float* __restrict grad,
+                                  float* __restrict m, float* __restrict v, std::size_t n,
+                                  const AdamScalars s) {
   for (std::size_t i = 0; i < n; ++i) {
     float pi = p[i], g = grad[i] * s.grad_scale;
     if constexpr (kDecay) {
@@ -40,7 +40,7 @@ TRELLIS_OPTIM_INLINE void adam_run(float* __restrict p, const float* __restrict 
 }
 
 // One decay run's [n] elements of params, grads and both moments.
-TRELLIS_OPTIM_HOST_CLONES
+TRELLIS_HOST_CLONES
 void adam_host(float* __restrict p, const float* __restrict grad, float* __restrict m,
                float* __restrict v, std::size_t n, const AdamScalars s, bool decay,
                bool decoupled) {

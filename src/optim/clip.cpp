@@ -31,7 +31,7 @@ using LaneFloats = float __attribute__((vector_size(kLanes * sizeof(float))));
 // the kLanes partial sums are one vector (one AVX-512 register, two AVX2 ones), so each group
 // of kLanes gradients is a convert, two multiplies and an add. No FMA contraction: the norm
 // stays bit-identical to the device kernel's and to earlier builds'.
-TRELLIS_OPTIM_HOST_CLONES __attribute__((optimize("fp-contract=off"))) double host_sum_of_squares(
+TRELLIS_HOST_CLONES __attribute__((optimize("fp-contract=off"))) double host_sum_of_squares(
     const float* __restrict grads, const float* __restrict weights, std::size_t n) {
   double sum = 0.0;
   for (std::size_t begin = 0; begin < n; begin += kBlock) {

@@ -8,26 +8,18 @@
 // are constant over long runs). Square roots are __builtin_sqrtf, and adam.cpp / rmsprop.cpp
 // build with -fno-math-errno (cmake/TrellisLayers.cmake): with errno semantics each sqrt is a
 // scalar call and the loop does not vectorise (GCC 12 ignores no-math-errno in optimize
-// attributes and pragmas). The arguments are never negative; NaN still propagates. Mirrors
-// src/kernels/host_simd.hpp, which is private to kernels/.
+// attributes and pragmas). The arguments are never negative; NaN still propagates. The clone and
+// inline macros are core/host_simd.hpp's.
 #pragma once
 
+#include "trellis/core/host_simd.hpp"
 #include "trellis/core/kokkos_types.hpp"
 
 #include <type_traits>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
-#define TRELLIS_OPTIM_HOST_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#define TRELLIS_OPTIM_INLINE inline __attribute__((always_inline))
-#else
-#define TRELLIS_OPTIM_HOST_CLONES
-#define TRELLIS_OPTIM_INLINE inline
-#endif
-
 namespace trellis::optim_detail {
 
-inline constexpr bool kHostMemory = std::is_same_v<MemSpace, Kokkos::HostSpace>;
+using trellis::kHostMemory;
 
 // data() + offset of a state buffer that may be unallocated (nullptr then).
 inline float* at(const FloatView& view, std::size_t offset) {

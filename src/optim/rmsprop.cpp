@@ -16,9 +16,9 @@ struct RmsPropScalars {
 };
 
 template <bool kDecay, bool kMomentum>
-TRELLIS_OPTIM_INLINE void rmsprop_run(float* __restrict p, const float* __restrict grad,
-                                      float* __restrict v, float* __restrict buf, std::size_t n,
-                                      const RmsPropScalars s) {
+TRELLIS_HOST_INLINE void rmsprop_run(float* __restrict p, const float* __restrict grad,
+                                     float* __restrict v, float* __restrict buf, std::size_t n,
+                                     const RmsPropScalars s) {
   for (std::size_t i = 0; i < n; ++i) {
     float g = grad[i] * s.grad_scale;
     if constexpr (kDecay) g += s.weight_decay * p[i];
@@ -36,7 +36,7 @@ TRELLIS_OPTIM_INLINE void rmsprop_run(float* __restrict p, const float* __restri
 }
 
 // One decay run's [n] elements (buf nullptr without momentum).
-TRELLIS_OPTIM_HOST_CLONES
+TRELLIS_HOST_CLONES
 void rmsprop_host(float* __restrict p, const float* __restrict grad, float* __restrict v,
                   float* __restrict buf, std::size_t n, const RmsPropScalars s, bool decay,
                   bool momentum) {

@@ -14,8 +14,8 @@ struct SgdScalars {
 
 // One element's update; the flags are compile-time so each host loop is branch-free.
 template <bool kDecay, bool kMomentum, bool kNesterov>
-TRELLIS_OPTIM_INLINE void sgd_run(float* __restrict p, const float* __restrict grad,
-                                  float* __restrict buf, std::size_t n, const SgdScalars s) {
+TRELLIS_HOST_INLINE void sgd_run(float* __restrict p, const float* __restrict grad,
+                                 float* __restrict buf, std::size_t n, const SgdScalars s) {
   for (std::size_t i = 0; i < n; ++i) {
     float g = grad[i] * s.grad_scale;
     if constexpr (kDecay) g += s.weight_decay * p[i];
@@ -29,7 +29,7 @@ TRELLIS_OPTIM_INLINE void sgd_run(float* __restrict p, const float* __restrict g
 }
 
 // p, grad, buf: one decay run's [n] elements (buf nullptr without momentum).
-TRELLIS_OPTIM_HOST_CLONES
+TRELLIS_HOST_CLONES
 void sgd_host(float* __restrict p, const float* __restrict grad, float* __restrict buf,
               std::size_t n, const SgdScalars s, bool decay, bool momentum, bool nesterov) {
   if (!momentum) {

@@ -2,7 +2,7 @@
 // same two fused with the activation that follows the Linear (its epilogue).
 //
 // Loop order. Host: rows outer, columns inner, so the inner loop is contiguous in y / dy and in
-// the bias, and vectorises (src/kernels/host_simd.hpp); the column sums keep a 256-wide tile of
+// the bias, and vectorises (core/host_simd.hpp); the column sums keep a 256-wide tile of
 // partial sums while whole rows stream past, instead of walking each column with a stride of
 // `cols` floats (one cache line per element). CUDA: bias_add gives each row a team whose vector
 // lanes take consecutive columns; column sums give each thread a column, so a warp reads 32

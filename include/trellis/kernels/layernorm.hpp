@@ -11,7 +11,7 @@
 //            dx_rj = rstd_r (g_rj - mean_k g_rk - xhat_rj mean_k (g_rk xhat_rk))   written (=)
 //            dgamma_j += sum_r dy_rj xhat_rj,   dbeta_j += sum_r dy_rj          accumulated (+=)
 // Loop order. Host: rows outer; each row's sums run over the contiguous row in 16 interleaved
-// partial sums (vectorised; src/kernels/host_simd.hpp lane_sum), and the parameter gradients
+// partial sums (vectorised; core/host_simd.hpp lane_sum), and the parameter gradients
 // stream the rows through a tile of per-column partial sums (no strided column walk). Device:
 // one thread per row for the row kernels, one thread per column for the parameter gradients
 // (a warp reads consecutive columns of a row). Both are deterministic; the parameter gradients

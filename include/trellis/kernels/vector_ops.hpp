@@ -1,7 +1,7 @@
 // BLAS-1 style operations on flat buffers (gradients, parameters, activations).
 //
 // Loop order: one flat index, contiguous; the host bodies are plain __restrict loops that GCC
-// vectorises (src/kernels/host_simd.hpp), a device gives consecutive threads consecutive
+// vectorises (core/host_simd.hpp), a device gives consecutive threads consecutive
 // elements (coalesced).
 #pragma once
 

@@ -1,4 +1,4 @@
-// What the host paths of the element-wise kernels share (private to src/kernels).
+// What the host bodies of the kernels and the optimizers share.
 //
 // Each such kernel has two bodies. Host memory: a plain loop over __restrict pointers with a
 // contiguous, branch-free inner loop that GCC vectorises, compiled in three clones (AVX-512,
@@ -15,11 +15,14 @@
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
 #define TRELLIS_HOST_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+// For helpers called from a clone: inlined into each clone, so they get its instruction set.
+#define TRELLIS_HOST_INLINE inline __attribute__((always_inline))
 #else
 #define TRELLIS_HOST_CLONES
+#define TRELLIS_HOST_INLINE inline
 #endif
 
-namespace trellis::kernels {
+namespace trellis {
 
 inline constexpr bool kHostMemory = std::is_same_v<MemSpace, Kokkos::HostSpace>;
 
@@ -73,4 +76,4 @@ inline void lane_sums_double(std::int64_t n, First first, Second second, double&
 // Work items of a per-row device kernel: one team per row, its vector lanes over the columns.
 using RowTeams = Kokkos::TeamPolicy<ExecSpace>;
 
-}  // namespace trellis::kernels
+}  // namespace trellis
