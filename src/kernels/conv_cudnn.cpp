@@ -181,6 +181,7 @@ void CudnnConvolution::backward(ConstMatrix x, ConstMatrix dy, int n, ConstVecto
   TRELLIS_CUDNN(cudnnConvolutionBackwardFilter(
       s.handle.h, &one, s.x_desc.d, x.data(), s.y_desc.d, dy.data(), s.conv_desc.d,
       s.bwd_filter_algo, s.workspace.data(), s.workspace.extent(0), &one, s.w_desc.d, dw.data()));
+  if (dx.data() == nullptr) return;  // the caller needs no input gradient
   TRELLIS_CUDNN(cudnnConvolutionBackwardData(
       s.handle.h, &one, s.w_desc.d, w.data(), s.y_desc.d, dy.data(), s.conv_desc.d, s.bwd_data_algo,
       s.workspace.data(), s.workspace.extent(0), &zero, s.x_desc.d, dx.data()));

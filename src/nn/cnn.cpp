@@ -51,7 +51,9 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
   stem.width = width;
   stem.bias = false;
   stem.impl = spec.conv_impl;
-  layers_.add(std::make_unique<Conv2d>(store, prefix + "stem.conv", stem, cap));
+  auto stem_conv = std::make_unique<Conv2d>(store, prefix + "stem.conv", stem, cap);
+  stem_conv->set_input_grad_needed(spec.input_grad);
+  layers_.add(std::move(stem_conv));
   auto bn = std::make_unique<BatchNorm2d>(store, prefix + "stem.bn", channels, height, width, cap,
                                           0.1f, 1e-5f, sync);
   batchnorms_.push_back(bn.get());
@@ -82,7 +84,11 @@ ConstMatrix Cnn::forward(ConstMatrix input, int n, const StepContext& ctx) {
 
 void Cnn::backward(ConstMatrix dlogits, int n) { layers_.backward(dlogits, n); }
 
-ConstMatrix Cnn::input_grad() const { return layers_[0].input_grad(); }
+ConstMatrix Cnn::input_grad() const {
+  if (!spec_.input_grad)
+    throw Error("cnn: input_grad() of a model built without CnnSpec::input_grad");
+  return layers_[0].input_grad();
+}
 
 std::int64_t Cnn::flops_per_sample() const { return layers_.flops_per_sample(); }
 

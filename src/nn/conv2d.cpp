@@ -197,14 +197,17 @@ void Conv2d::backward(ConstMatrix output_grad, int n) {
 #if defined(TRELLIS_ENABLE_CUDNN)
   if (cudnn_) {
     if (n > 0) {
-      cudnn_->backward(x, dy, n, store_->param_vector(weight_), store_->grad_vector(weight_), dx);
+      cudnn_->backward(x, dy, n, store_->param_vector(weight_), store_->grad_vector(weight_),
+                       input_grad_needed() ? dx : Matrix());
     }
     return;
   }
 #endif
 #if TRELLIS_HAVE_ONEDNN
   if (onednn_) {
-    onednn_->backward(x, dy, n, store_->param_vector(weight_), store_->grad_vector(weight_), dx);
+    // An empty dx tells the vendor convolution to skip the backward-data pass.
+    onednn_->backward(x, dy, n, store_->param_vector(weight_), store_->grad_vector(weight_),
+                      input_grad_needed() ? dx : Matrix());
     return;
   }
 #endif
@@ -217,6 +220,7 @@ void Conv2d::backward(ConstMatrix output_grad, int n) {
       const ConstMatrix cols_j(cols.data() + static_cast<std::size_t>(j) * ckk * plane, ckk, plane);
       kernels::gemm(false, true, 1.0f, dy_j, cols_j, 1.0f, dw);  // dW[C', C*k*k] += dy_j cols_j^T
     }
+    if (!input_grad_needed()) continue;  // the model's input is data: nothing consumes dx
     // dcols_j = W^T dy_j [C*k*k, H'*W'], written over the cols (no longer needed), then col2im.
     // Pointwise: dcols_j is dx_j itself.
     float* dcols = geometry_.is_pointwise() ? dx.data() + static_cast<std::size_t>(first) * image

@@ -167,6 +167,7 @@ TEST_CASE("Cnn gradients match finite differences on a tiny input", "[cnn][gradc
   spec.widths = {3, 4};
   spec.blocks_per_stage = 1;
   spec.capacity = 4;
+  spec.input_grad = true;
   nn::ParameterStore store;
   nn::Cnn model(spec, store);
   store.finalize(17);

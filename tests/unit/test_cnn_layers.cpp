@@ -269,6 +269,7 @@ TEST_CASE("Cnn builds the documented ResNet layout for 28x28x1 and 32x32x3", "[c
   cifar.widths = {8, 16};
   cifar.blocks_per_stage = 2;
   cifar.classes = 7;
+  cifar.input_grad = true;
   nn::ParameterStore cstore;
   nn::Cnn small(cifar, cstore);
   cstore.finalize(4);
@@ -324,4 +325,31 @@ TEST_CASE("Cnn spec validation names the configuration keys", "[cnn][model]") {
   expect(s, "image");
   nn::ParameterStore store;
   CHECK_THROWS_AS(nn::Cnn(s, store), ConfigError);
+}
+
+// Training needs no gradient w.r.t. the images: by default the stem convolution skips its
+// backward-data pass, which must leave every parameter gradient exactly as it was.
+TEST_CASE("Cnn skips the input gradient unless asked, with the same parameter gradients",
+          "[cnn][conv]") {
+  const int n = 3;
+  std::vector<std::vector<float>> grads;
+  for (const bool input_grad : {true, false}) {
+    nn::CnnSpec spec;
+    spec.channels = 2;
+    spec.height = spec.width = 8;
+    spec.classes = 4;
+    spec.widths = {4, 8};
+    spec.capacity = n;
+    spec.input_grad = input_grad;
+    nn::ParameterStore store;
+    nn::Cnn model(spec, store);
+    store.finalize(17);
+    FloatView x = to_device("x", random_values(static_cast<std::size_t>(n * 2 * 64), 8));
+    FloatView dy = to_device("dy", random_values(static_cast<std::size_t>(n * 4), 9));
+    model.forward(as_matrix(x, n, 2 * 64), n, {});
+    model.backward(as_matrix(dy, n, 4), n);
+    grads.push_back(to_host(store.grads()));
+    if (!input_grad) CHECK_THROWS_AS(model.input_grad(), Error);
+  }
+  CHECK(grads[0] == grads[1]);
 }

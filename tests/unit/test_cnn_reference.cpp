@@ -261,6 +261,7 @@ TEST_CASE("Cnn agrees with PyTorch end to end", "[cnn][torch]") {
   spec.widths = ref.attr_ints(name, "widths");
   spec.blocks_per_stage = ref.attr(name, "blocks");
   spec.capacity = 4;
+  spec.input_grad = true;
   nn::ParameterStore store;
   nn::Cnn model(spec, store);
   store.finalize(1);

@@ -15,7 +15,8 @@ namespace trellis::kernels {
 // descriptors, deterministic FMA-math (no TF32) algorithms and one workspace sized for
 // `capacity` images are made at construction; forward/backward allocate nothing.
 //   forward:  y[n, C'*H'*W'] = conv(x[n, C*H*W], w[C', C, k, k])            (y written)
-//   backward: dw += dconv/dw(x, dy);  dx[n, C*H*W] = dconv/dx(w, dy)          (dx written)
+//   backward: dw += dconv/dw(x, dy);  dx[n, C*H*W] = dconv/dx(w, dy)          (dx written;
+//             skipped when dx.data() is null)
 class CudnnConvolution {
  public:
   CudnnConvolution(const ConvGeometry& g, int out_channels, int capacity);

@@ -36,7 +36,10 @@ struct CnnSpec {
   std::vector<int> widths;   // channels per stage, e.g. {32, 64, 128}  (config: model.widths)
   int blocks_per_stage = 1;  // BasicBlocks per stage                    (config: model.blocks)
   bool sync_bn = false;      // synchronise BatchNorm statistics over dp
-  ConvImpl conv_impl = ConvImpl::automatic;  // config: model.conv_impl
+  ConvImpl conv_impl = ConvImpl::automatic;  // config: kernels.conv
+  // Compute the gradient w.r.t. the input images (gradient checks): training does not need
+  // it, so by default the stem convolution skips its backward-data pass.
+  bool input_grad = false;
   const MpiComm* dp = nullptr;  // data-parallel communicator (may be null: no synchronisation)
   int capacity = 0;             // max images per forward/backward call
 };
