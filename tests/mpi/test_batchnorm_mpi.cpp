@@ -143,6 +143,7 @@ TEST_CASE("a Cnn with sync_bn on slices equals one rank on the whole batch", "[b
   spec.classes = 3;
   spec.widths = {3, 4};
   spec.blocks_per_stage = 1;
+  spec.input_grad = true;  // compared below
   const int total = 8, features = 2 * 36;
   spec.capacity = total;
   const Slice mine = slice_of(total, world);
