@@ -41,7 +41,14 @@ wait_done() {
     line=$(squeue -h -j "$id" -o "%T %r" 2> /dev/null || true)
     if [[ -z $line ]]; then
       case "$(job_state "$id")" in
-        COMPLETED* | FAILED* | CANCELLED* | TIMEOUT* | NODE_FAIL* | OUT_OF_MEMORY* | PREEMPTED*) return 0 ;;
+        COMPLETED* | FAILED* | CANCELLED* | TIMEOUT* | NODE_FAIL* | OUT_OF_MEMORY* | PREEMPTED*)
+          # While slurmctld requeues a job, it can be missing from squeue for a moment, with
+          # its interrupted attempt's end state as the newest record (seen once in CI on a
+          # loaded machine: FAILED|1:0 for an attempt that was being requeued). Only a job
+          # that is still gone a few seconds later has left the queue for good.
+          sleep 3
+          [[ -z $(squeue -h -j "$id" 2> /dev/null || true) ]] && return 0
+          ;;
       esac
     elif [[ $line == "PENDING BeginTime" ]] && ! pgrep -f "^slurmstepd: \[$id\." > /dev/null; then
       # only once the previous attempt's step daemons are gone: a new step 0 would otherwise
