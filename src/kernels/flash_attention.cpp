@@ -1,6 +1,7 @@
 #include "trellis/kernels/flash_attention.hpp"
 
 #include "flash_attention_impl.hpp"
+#include "flash_attention_team.hpp"
 
 #include "trellis/core/error.hpp"
 #include "trellis/core/fast_math.hpp"
@@ -12,20 +13,7 @@
 
 namespace trellis::kernels {
 
-namespace {
-
-using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
-using Team = TeamPolicy::member_type;
-using Scratch = Kokkos::View<float*, ExecSpace::scratch_memory_space, Unmanaged>;
-
-// Tile sizes and team shape: see the header (L1/L2 on the host, 48 KiB shared memory on GPUs).
-#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
-constexpr int kTileQ = 32, kTileK = 32, kTeamSize = 8, kVectorLength = 32;
-#else
-constexpr int kTileQ = 64, kTileK = 64, kTeamSize = 1, kVectorLength = 1;
-#endif
-
-using flash::Dims;
+namespace flash {
 
 Dims check_dims(const char* who, const ConstMatrix& qkv, const FlashAttentionShape& shape,
                 std::size_t out_rows, std::size_t out_cols, std::size_t per_row_size,
@@ -59,81 +47,9 @@ Dims check_dims(const char* who, const ConstMatrix& qkv, const FlashAttentionSha
   return dims;
 }
 
-// Loops of a team. GPUs: rows over the team's threads, the contiguous index over vector
-// lanes (consecutive addresses: coalesced). Host (team of one): plain unit-stride loops, which
-// GCC vectorises; Kokkos 3.4's host ThreadVectorRange steps by a run-time increment, which
-// defeats the vectoriser ("complicated access pattern").
-template <class F>
-KOKKOS_FORCEINLINE_FUNCTION void team_for(const Team& team, std::int64_t n, const F& f) {
-#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), f);
-#else
-  (void)team;
-  for (std::int64_t i = 0; i < n; ++i) f(i);
-#endif
-}
+}  // namespace flash
 
-template <class F>
-KOKKOS_FORCEINLINE_FUNCTION void vector_for(const Team& team, std::int64_t n, const F& f) {
-#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
-  Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, n), f);
-#else
-  (void)team;
-  for (std::int64_t i = 0; i < n; ++i) f(i);
-#endif
-}
-
-// max / sum of x[0, n). Host: 8 partial results, so the loop vectorises without reassociating
-// a single running value (which GCC will not do without -ffast-math).
-KOKKOS_INLINE_FUNCTION float vector_max(const Team& team, std::int64_t n, const float* x) {
-  float result = x[0];
-#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
-  Kokkos::parallel_reduce(
-      Kokkos::ThreadVectorRange(team, n),
-      [&](const std::int64_t j, float& mx) { mx = x[j] > mx ? x[j] : mx; },
-      Kokkos::Max<float>(result));
-#else
-  (void)team;
-  float part[8] = {result, result, result, result, result, result, result, result};
-  std::int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int l = 0; l < 8; ++l) part[l] = x[j + l] > part[l] ? x[j + l] : part[l];
-  for (; j < n; ++j) result = x[j] > result ? x[j] : result;
-  for (int l = 0; l < 8; ++l) result = part[l] > result ? part[l] : result;
-#endif
-  return result;
-}
-
-KOKKOS_INLINE_FUNCTION float vector_sum(const Team& team, std::int64_t n, const float* x) {
-  float result = 0.0f;
-#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
-  Kokkos::parallel_reduce(
-      Kokkos::ThreadVectorRange(team, n), [&](const std::int64_t j, float& sum) { sum += x[j]; },
-      result);
-#else
-  (void)team;
-  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  std::int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int l = 0; l < 8; ++l) part[l] += x[j + l];
-  for (; j < n; ++j) result += x[j];
-  for (int l = 0; l < 8; ++l) result += part[l];
-#endif
-  return result;
-}
-
-KOKKOS_INLINE_FUNCTION std::int64_t visible_keys(std::int64_t t, std::int64_t k0, std::int64_t kn) {
-  const std::int64_t v = t - k0 + 1;  // keys k0 .. t of this tile
-  return v < 0 ? 0 : (v > kn ? kn : v);
-}
-
-TeamPolicy team_policy(std::int64_t league, std::size_t scratch_bytes) {
-  TeamPolicy policy(static_cast<int>(league), kTeamSize, kVectorLength);
-  policy.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes));
-  return policy;
-}
-
-}  // namespace
+using namespace flash;
 
 // Each Scratch view is carved out of the team's scratch separately (and aligned), so the
 // sizes add per view.
@@ -244,163 +160,6 @@ void flash_attention_forward(ConstMatrix qkv, const FlashAttentionShape& shape, 
           Kokkos::single(Kokkos::PerThread(team),
                          [&]() { lse_data[bh * D.T + t] = m(i) + math::log(l(i)); });
         });
-      });
-}
-
-void flash_attention_backward(ConstMatrix qkv, ConstMatrix out, ConstMatrix dout, ConstVector lse,
-                              const FlashAttentionShape& shape, Vector delta, Matrix dqkv,
-                              const DropoutMask& mask) {
-  const Dims D = check_dims("flash_attention_backward", qkv, shape, out.extent(0), out.extent(1),
-                            lse.extent(0), mask);
-  require_same_shape(out, dout, "flash_attention_backward");
-  require_same_shape(qkv, dqkv, "flash_attention_backward");
-  TRELLIS_REQUIRE(delta.extent(0) == lse.extent(0), "flash_attention_backward: delta " +
-                                                        extents_string(delta) + " and lse " +
-                                                        extents_string(lse) + " differ");
-  if (kHostMemory && D.hd <= flash::kHostMaxHeadDim) {
-    flash::host_backward(D, qkv.data(), out.data(), dout.data(), lse.data(), delta.data(),
-                         dqkv.data(), mask);
-    return;
-  }
-  const std::int64_t rows = static_cast<std::int64_t>(qkv.extent(0));
-  const std::int64_t sequences = D.sequences;
-  const float* qkv_data = qkv.data();
-  const float* out_data = out.data();
-  const float* dout_data = dout.data();
-  const float* lse_data = lse.data();
-  float* delta_data = delta.data();
-  float* dqkv_data = dqkv.data();
-  const DropoutMask drop = mask;
-
-  // D[(b, h, t)] = dout_t . out_t over the head's hd columns; one thread per (row, head).
-  Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::attn::flash_delta"), Range(0, rows * D.H),
-      KOKKOS_LAMBDA(const std::int64_t u) {
-        const std::int64_t row = u / D.H, h = u % D.H;
-        const std::int64_t b = row / D.T, t = row % D.T;
-        const float* o = out_data + row * D.out_ld + h * D.hd;
-        const float* g = dout_data + row * D.out_ld + h * D.hd;
-        float dot = 0.0f;
-        for (std::int64_t c = 0; c < D.hd; ++c) dot += o[c] * g[c];
-        delta_data[(b * D.H + h) * D.T + t] = dot;
-      });
-
-  Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::attn::flash_bwd"),
-      team_policy(sequences * D.H, flash_backward_scratch_bytes(static_cast<int>(D.hd))),
-      KOKKOS_LAMBDA(const Team& team) {
-        const std::int64_t bh = team.league_rank();
-        const std::int64_t b = bh / D.H, h = bh % D.H, hd = D.hd, T = D.T;
-        const std::int64_t head_col = b * T * D.qkv_ld + h * hd;
-        const float* q_rows = qkv_data + head_col;  // row t: + t * qkv_ld
-        const float* k_rows = q_rows + D.d;
-        const float* v_rows = q_rows + 2 * D.d;
-        float* dq_rows = dqkv_data + head_col;
-        float* dk_rows = dq_rows + D.d;
-        float* dv_rows = dq_rows + 2 * D.d;
-        const float* dout_rows = dout_data + b * T * D.out_ld + h * hd;  // row t: + t * out_ld
-        const float* lse_bh = lse_data + bh * T;
-        const float* delta_bh = delta_data + bh * T;
-        Scratch kt(team.team_scratch(0), hd * kTileK);      // K^T [hd][kTileK]
-        Scratch vt(team.team_scratch(0), hd * kTileK);      // V^T [hd][kTileK]
-        Scratch p(team.team_scratch(0), kTileQ * kTileK);   // (dropped) probabilities
-        Scratch ds(team.team_scratch(0), kTileQ * kTileK);  // dP, then dS (unscaled)
-        Scratch dk(team.team_scratch(0), kTileK * hd);      // the key tile's dk, dv rows
-        Scratch dv(team.team_scratch(0), kTileK * hd);
-        team_for(team, T, [&](const std::int64_t t) {
-          vector_for(team, hd, [&](const std::int64_t c) { dq_rows[t * D.qkv_ld + c] = 0.0f; });
-        });
-        for (std::int64_t k0 = 0; k0 < T; k0 += kTileK) {
-          const std::int64_t kn = T - k0 < kTileK ? T - k0 : kTileK;
-          team.team_barrier();  // dq zeroed / the previous tile's scratch written out
-          team_for(team, kn, [&](const std::int64_t j) {
-            const float* k_row = k_rows + (k0 + j) * D.qkv_ld;
-            const float* v_row = v_rows + (k0 + j) * D.qkv_ld;
-            vector_for(team, hd, [&](const std::int64_t c) {
-              kt(c * kTileK + j) = k_row[c];
-              vt(c * kTileK + j) = v_row[c];
-              dk(j * hd + c) = 0.0f;
-              dv(j * hd + c) = 0.0f;
-            });
-          });
-          // Query tiles from the one holding row k0 (rows above see none of these keys).
-          for (std::int64_t q0 = k0 / kTileQ * kTileQ; q0 < T; q0 += kTileQ) {
-            const std::int64_t qn = T - q0 < kTileQ ? T - q0 : kTileQ;
-            team.team_barrier();
-            team_for(team, qn, [&](const std::int64_t i) {
-              const std::int64_t t = q0 + i;
-              const std::int64_t vis = visible_keys(t, k0, kn);
-              float* prow = &p(i * kTileK);
-              float* dsrow = &ds(i * kTileK);
-              vector_for(team, kn, [&](const std::int64_t j) {
-                prow[j] = 0.0f;
-                dsrow[j] = 0.0f;
-              });
-              if (vis == 0) return;
-              const float* q_row = q_rows + t * D.qkv_ld;
-              const float* dout_row = dout_rows + t * D.out_ld;
-              for (std::int64_t c = 0; c < hd; ++c) {
-                const float qc = q_row[c] * D.scale, gc = dout_row[c];
-                const float* kt_row = &kt(c * kTileK);
-                const float* vt_row = &vt(c * kTileK);
-                vector_for(team, vis, [&](const std::int64_t j) {
-                  prow[j] += qc * kt_row[j];   // s
-                  dsrow[j] += gc * vt_row[j];  // dP (of the dropped P)
-                });
-              }
-              const float lse_t = lse_bh[t], delta_t = delta_bh[t];
-              if (D.dropout) {
-                const auto row = static_cast<std::uint64_t>(bh * T + t);
-                const auto cols = static_cast<std::uint64_t>(T);
-                vector_for(team, vis, [&](const std::int64_t j) {
-                  const float prob = math::fast_exp(prow[j] - lse_t);
-                  const float f = dropout_keep(drop, row, static_cast<std::uint64_t>(k0 + j), cols)
-                                      ? D.keep_scale
-                                      : 0.0f;
-                  dsrow[j] = prob * (dsrow[j] * f - delta_t);
-                  prow[j] = prob * f;
-                });
-              } else {
-                vector_for(team, vis, [&](const std::int64_t j) {
-                  const float prob = math::fast_exp(prow[j] - lse_t);
-                  dsrow[j] = prob * (dsrow[j] - delta_t);
-                  prow[j] = prob;
-                });
-              }
-              float* dq_row = dq_rows + t * D.qkv_ld;  // dq_t += scale sum_j dS_tj k_j
-              for (std::int64_t j = 0; j < vis; ++j) {
-                const float g = dsrow[j] * D.scale;
-                const float* k_row = k_rows + (k0 + j) * D.qkv_ld;
-                vector_for(team, hd, [&](const std::int64_t c) { dq_row[c] += g * k_row[c]; });
-              }
-            });
-            team.team_barrier();
-            // dv_j += sum_i P_ij dout_i, dk_j += scale sum_i dS_ij q_i (rows i >= key j only).
-            team_for(team, kn, [&](const std::int64_t j) {
-              const std::int64_t first = k0 + j - q0 > 0 ? k0 + j - q0 : 0;
-              float* dk_row = &dk(j * hd);
-              float* dv_row = &dv(j * hd);
-              for (std::int64_t i = first; i < qn; ++i) {
-                const float pij = p(i * kTileK + j), g = ds(i * kTileK + j) * D.scale;
-                const float* q_row = q_rows + (q0 + i) * D.qkv_ld;
-                const float* dout_row = dout_rows + (q0 + i) * D.out_ld;
-                vector_for(team, hd, [&](const std::int64_t c) {
-                  dv_row[c] += pij * dout_row[c];
-                  dk_row[c] += g * q_row[c];
-                });
-              }
-            });
-          }
-          team.team_barrier();
-          team_for(team, kn, [&](const std::int64_t j) {
-            float* dk_out = dk_rows + (k0 + j) * D.qkv_ld;
-            float* dv_out = dv_rows + (k0 + j) * D.qkv_ld;
-            vector_for(team, hd, [&](const std::int64_t c) {
-              dk_out[c] = dk(j * hd + c);
-              dv_out[c] = dv(j * hd + c);
-            });
-          });
-        }
       });
 }
 

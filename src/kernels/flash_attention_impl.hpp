@@ -3,6 +3,7 @@
 #pragma once
 
 #include "trellis/kernels/dropout.hpp"
+#include "trellis/kernels/flash_attention.hpp"
 
 #include <cstdint>
 
@@ -20,6 +21,12 @@ struct Dims {
 // 96 KiB forward, 160 KiB backward); larger ones run the team kernels on the host too.
 inline constexpr std::int64_t kHostMaxHeadDim = 128;
 inline constexpr std::int64_t kHostTile = 64;  // query and key rows per tile (header: why)
+
+// Checks a call's shapes (Error naming `who` and every extent otherwise) and returns its
+// index constants. out_rows/out_cols: the [n, d] output; per_row_size: lse's length.
+Dims check_dims(const char* who, const ConstMatrix& qkv, const FlashAttentionShape& shape,
+                std::size_t out_rows, std::size_t out_cols, std::size_t per_row_size,
+                const DropoutMask& mask);
 
 // Plain loops over raw pointers, parallel over the host execution space's threads.
 void host_forward(const Dims& dims, const float* qkv, float* out, float* lse,
