@@ -1,6 +1,7 @@
 #include "trellis/nn/parameter_store.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/host_simd.hpp"
 #include "trellis/core/rng.hpp"
 #include "trellis/kernels/random_fill.hpp"
 #include "trellis/kernels/vector_ops.hpp"
@@ -138,12 +139,19 @@ std::size_t ParameterStore::add(const std::string& name, const Shape& logical_sh
   return infos_.size() - 1;
 }
 
-void ParameterStore::finalize(std::uint64_t seed) {
+void ParameterStore::finalize(std::uint64_t seed, float* grad_memory) {
   if (finalized_) throw Error("ParameterStore::finalize() called twice");
   seed_ = seed;
   // View construction zero-fills: padding and gradients start at 0.
   params_ = FloatView("trellis::params", buffer_size_);
-  grads_ = FloatView("trellis::grads", buffer_size_);
+  if (grad_memory != nullptr) {
+    if (!kHostMemory)
+      throw Error("ParameterStore::finalize(): external gradient memory needs a host build");
+    grads_ = FloatView(grad_memory, buffer_size_);  // unmanaged: the caller owns the memory
+    Kokkos::deep_copy(grads_, 0.0f);
+  } else {
+    grads_ = FloatView("trellis::grads", buffer_size_);
+  }
   decay_mask_ = FloatView("trellis::decay_mask", buffer_size_);
   finalized_ = true;
   for (std::size_t i = 0; i < infos_.size(); ++i) {

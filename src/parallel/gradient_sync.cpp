@@ -1,8 +1,12 @@
 #include "trellis/parallel/gradient_sync.hpp"
 
+#include "shared_reduction.hpp"
+
 #include "trellis/core/error.hpp"
+#include "trellis/core/host_simd.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace trellis {
@@ -10,6 +14,10 @@ namespace trellis {
 std::size_t GradientSync::padding_multiple(int dp_size) {
   TRELLIS_REQUIRE(dp_size >= 1, "GradientSync: dp size " + std::to_string(dp_size));
   return static_cast<std::size_t>(dp_size) * nn::ParameterStore::kAlignment;
+}
+
+std::size_t GradientSync::shared_floats(std::size_t buffer_size, int dp_size, bool zero1) {
+  return buffer_size + (zero1 ? buffer_size / static_cast<std::size_t>(dp_size) : 0);
 }
 
 GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
@@ -42,10 +50,25 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
   requests_.assign(buckets_.size(), CommRequest{});
   order_.assign(buckets_.size(), 0);
   first_started_ = buckets_.size();
+  NodeSharedWindow* shared = options_.shared;
+  if (shared != nullptr) {
+    const std::size_t need = shared_floats(numel, dp_size_, options_.zero1);
+    if (!kHostMemory || dp.backend() != CommBackend::mpi || shared->size() != dp_size_ ||
+        shared->rank() != dp.rank() || shared->floats_per_rank() < need ||
+        store.grads().data() != shared->part(dp.rank()))
+      throw Error("GradientSync: the shared window (" + std::to_string(shared->size()) +
+                  " ranks x " + std::to_string(shared->floats_per_rank()) +
+                  " floats) does not hold this store's gradients for " + std::to_string(dp_size_) +
+                  " MPI dp ranks x " + std::to_string(need) + " floats in host memory");
+    peer_grads_ = shared->parts();
+    for (float* part : peer_grads_) peer_shards_.push_back(part + numel);
+  }
   if (options_.zero1) {
     update_size_ = shard_offset;  // numel / dp
-    shard_params_ = FloatView("trellis::zero1::master_params", update_size_);
+    shard_params_ = shared != nullptr ? FloatView(shared->part(dp.rank()) + numel, update_size_)
+                                      : FloatView("trellis::zero1::master_params", update_size_);
     shard_grads_ = FloatView("trellis::zero1::shard_grads", update_size_);
+    shard_target_.push_back(shard_grads_.data());
     load_shard_from_params();
   } else {
     update_size_ = numel;
@@ -82,7 +105,7 @@ void GradientSync::start_bucket(std::size_t b, bool gather) {
 }
 
 void GradientSync::grads_final_from(std::size_t offset) {
-  if (!armed_ || !options_.overlap) return;
+  if (!armed_ || !options_.overlap || options_.shared != nullptr) return;
   offset = std::max(offset, hold_below_);
   // Buckets become final from the top down: start each one lying wholly at >= offset.
   while (first_started_ > 0 && buckets_[first_started_ - 1].begin >= offset) {
@@ -101,6 +124,12 @@ void GradientSync::wait_all() {
 }
 
 void GradientSync::finish_reduction() {
+  if (options_.shared != nullptr) {
+    reduce_shared();
+    started_early_ = 0;
+    armed_ = false;
+    return;
+  }
   started_early_ = buckets_.size() - first_started_;
   while (first_started_ > 0) {
     --first_started_;
@@ -160,8 +189,38 @@ void GradientSync::finish_update() {
   if (!options_.zero1) return;
   TRELLIS_REQUIRE(first_started_ == buckets_.size(),
                   "GradientSync::finish_update() while a reduction is in flight");
+  if (options_.shared != nullptr) {
+    gather_shared();
+    return;
+  }
   for (std::size_t b = 0; b < buckets_.size(); ++b) start_bucket(b, true);
   wait_all();
+}
+
+void GradientSync::reduce_shared() {
+  options_.shared->barrier();  // every rank's gradients are final
+  const auto r = static_cast<std::size_t>(dp_.rank());
+  if (options_.zero1) {
+    // Piece r of each bucket, summed over the peers, into this rank's shard.
+    for (const Bucket& bucket : buckets_)
+      shared_reduction::sum_into(peer_grads_, bucket.begin + r * bucket.piece, bucket.piece,
+                                 shard_target_, bucket.shard_offset);
+  } else {
+    // Slice r of the whole buffer, summed and written back into every peer's gradients.
+    const std::size_t piece = store_.buffer_size() / static_cast<std::size_t>(dp_size_);
+    shared_reduction::sum_into(peer_grads_, r * piece, piece, peer_grads_, r * piece);
+  }
+  options_.shared->barrier();  // no rank reads or writes another's gradients from here on
+}
+
+void GradientSync::gather_shared() {
+  options_.shared->barrier();  // every rank's master shard is updated
+  float* params = store_.params().data();
+  for (const Bucket& bucket : buckets_)
+    for (std::size_t p = 0; p < peer_shards_.size(); ++p)
+      std::memcpy(params + bucket.begin + p * bucket.piece, peer_shards_[p] + bucket.shard_offset,
+                  bucket.piece * sizeof(float));
+  options_.shared->barrier();  // no rank reads another's shard until the next update
 }
 
 }  // namespace trellis

@@ -213,6 +213,11 @@ const std::vector<ConfigEntry>& config_table() {
       KEY("parallel.overlap", "true",
           "start each gradient bucket's all-reduce as soon as backward has filled it", boolean,
           FIELD(parallel.overlap)),
+      KEY("parallel.grad_exchange", "auto",
+          "data-parallel gradient exchange: communicator (bucketed collectives overlapped with "
+          "backward) | shared_memory (summed in place in a node shared-memory window; host "
+          "builds with every dp rank on one node) | auto (shared_memory where it applies)",
+          choice, FIELD(parallel.grad_exchange), {"auto", "communicator", "shared_memory"}),
       KEY("parallel.zero", "0",
           "1: ZeRO-1, optimizer state sharded over the data-parallel ranks (reduce-scatter "
           "gradients, update the own shard, all-gather parameters)",

@@ -147,6 +147,7 @@ void Trainer::log_setup() const {
             " parameters (" + std::to_string(model_->store().num_elements()) +
             " on this rank); optimizer " + model_->optimizer().name() + ", schedule " +
             config_.sched.type);
+  log_.info("gradient exchange: " + model_->describe_exchange(config_));
   if (pp > 1)
     log_.info(
         format_text("pipeline: %d stages, schedule ", pp) +

@@ -1,6 +1,8 @@
 #include "trellis/train/training_model.hpp"
 
 #include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/format.hpp"
+#include "trellis/core/host_simd.hpp"
 #include "trellis/parallel/grad_norm.hpp"
 #include "trellis/parallel/pipeline_schedule.hpp"
 #include "trellis/parallel/tensor_ownership.hpp"
@@ -15,6 +17,7 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
                              std::int64_t total_steps) {
   const nn::TensorParallel tp{grid.size(Axis::tp) > 1 ? &grid.communicator(Axis::tp) : nullptr};
   const MpiComm& dp = grid.dp();
+  grad_exchange_dp_ = dp.size();
   const int pp = grid.size(Axis::pp), stage = grid.coords().pp;
   const int micro_batches = static_cast<int>(config.accumulation_steps(dp.size()));
   // Pipeline: this stage's units, and one copy of its layers per micro-batch in flight.
@@ -40,9 +43,16 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   model_ = replicas.front().get();
   tied_ = model_->tied_parameters();
   store_.pad_to_multiple(GradientSync::padding_multiple(dp.size()));  // even ZeRO-1 shards
-  store_.finalize(config.train.seed);
+  if (use_shared_exchange(config.parallel.grad_exchange, grid)) {
+    shared_window_ = std::make_unique<NodeSharedWindow>(
+        dp, GradientSync::shared_floats(store_.buffer_size(), dp.size(), config.parallel.zero));
+    store_.finalize(config.train.seed, shared_window_->part(dp.rank()));
+  } else {
+    store_.finalize(config.train.seed);
+  }
 
   GradientSyncOptions sync_options;
+  sync_options.shared = shared_window_.get();
   sync_options.bucket_bytes = static_cast<std::size_t>(config.parallel.bucket_mb * 1024 * 1024);
   sync_options.overlap = config.parallel.overlap;
   sync_options.zero1 = config.parallel.zero;
@@ -62,6 +72,31 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   optimizer_ = make_optimizer(config.optimizer_spec(), sync_->update_size(),
                               sync_->gather_shard(store_.decay_mask()));
   schedule_ = std::make_unique<LrSchedule>(config.schedule_spec(total_steps));
+}
+
+bool TrainingModel::use_shared_exchange(const std::string& mode, const ProcessGrid& grid) {
+  const MpiComm& dp = grid.dp();
+  if (mode == "communicator" || dp.size() == 1) return false;
+  const bool host_mpi = kHostMemory && grid.backend() == CommBackend::mpi;
+  const bool one_node = NodeSharedWindow::on_one_node(dp);  // collective: ask on every path
+  if (mode == "shared_memory" && !(host_mpi && one_node))
+    throw ConfigError(
+        "parallel.grad_exchange = shared_memory needs a host-memory build, "
+        "parallel.backend = mpi and every data-parallel rank on one node; this "
+        "run has " +
+        std::string(kHostMemory ? "host" : "device") + " memory, backend " +
+        (grid.backend() == CommBackend::mpi ? "mpi" : "nccl") + ", dp group " +
+        (one_node ? "on one node" : "spread over nodes") + " (use communicator or auto)");
+  return host_mpi && one_node;
+}
+
+std::string TrainingModel::describe_exchange(const TrainConfig& config) const {
+  if (grad_exchange_dp_ == 1) return "none (dp 1)";
+  std::string text = shared_window_ ? "node shared memory" : "communicator";
+  if (!shared_window_)
+    text += format_text(", buckets of %.3g MiB", config.parallel.bucket_mb) +
+            (config.parallel.overlap ? ", overlapped with backward" : "");
+  return text + (config.parallel.zero ? ", ZeRO-1" : "");
 }
 
 bool TrainingModel::is_stage_copy(const std::string& name) const {

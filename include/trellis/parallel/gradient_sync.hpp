@@ -32,6 +32,15 @@
 //   optimizer.step(sync.update_params(), sync.update_grads(), lr);  // built with update_size()
 //   sync.finish_update();              // zero1: store.params() := gathered master shards
 //
+// Node shared memory (options.shared, host builds, every dp rank on one node): the gradients
+// live in a NodeSharedWindow, and finish_reduction() sums them in place instead of through the
+// communicator: after a barrier, rank r reads piece r of each bucket from every peer's buffer
+// and writes the sum to its shard (zero1) or back into every peer's buffer (then a second
+// barrier); finish_update() copies the peers' updated shards straight out of their windows.
+// Each rank reads its share of the peers' gradients once and writes it once, with no bounce
+// buffers; nothing overlaps backward (one core per rank has no spare cycles to overlap with).
+// After finish_reduction() and finish_update() return, no rank touches another's buffers.
+//
 // Everything (shard buffers, request array) is allocated in the constructor; the step allocates
 // nothing. All traffic goes through Communicator, so the MPI and NCCL backends behave alike.
 // Non-blocking collectives are started in the same order (highest bucket first) on every rank,
@@ -40,6 +49,7 @@
 #pragma once
 
 #include "trellis/comm/communicator.hpp"
+#include "trellis/comm/node_shared_window.hpp"
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
@@ -52,6 +62,11 @@ struct GradientSyncOptions {
   std::size_t bucket_bytes = 25u << 20;  // parallel.bucket_mb
   bool overlap = true;  // launch buckets from grads_final_from() during the last backward
   bool zero1 = false;   // parallel.zero = 1
+  // parallel.grad_exchange = shared_memory: the dp group's window, at least
+  // shared_floats(buffer_size, dp, zero1) floats per rank, whose first buffer_size floats of
+  // this rank's part hold the store's gradients (store.finalize(seed, window.part(rank))).
+  // Outlives the GradientSync. Null: the communicator does the exchange.
+  NodeSharedWindow* shared = nullptr;
 };
 
 class GradientSync : public nn::GradReadyListener {
@@ -62,6 +77,9 @@ class GradientSync : public nn::GradReadyListener {
   // Floats the store's buffer must be a multiple of: dp_size * ParameterStore::kAlignment.
   // Call store.pad_to_multiple(padding_multiple(dp)) after the model is built, before finalize().
   static std::size_t padding_multiple(int dp_size);
+  // Floats per rank of a shared window for options.shared: the gradients, then (zero1) the
+  // master shard the peers gather from.
+  static std::size_t shared_floats(std::size_t buffer_size, int dp_size, bool zero1);
 
   // store: finalized, buffer_size() a multiple of padding_multiple(dp.size()) (Error
   // otherwise). Registers itself as the store's gradient listener; the destructor detaches it.
@@ -126,6 +144,9 @@ class GradientSync : public nn::GradReadyListener {
   // Starts bucket b's reduction (gather = false) or its all-gather (gather = true).
   void start_bucket(std::size_t b, bool gather);
   void wait_all();
+  // The node shared-memory exchange (options_.shared).
+  void reduce_shared();
+  void gather_shared();
 
   Communicator& dp_;
   nn::ParameterStore& store_;
@@ -143,6 +164,9 @@ class GradientSync : public nn::GradReadyListener {
   std::size_t hold_below_ = 0;
   std::size_t first_started_ = 0;  // buckets [first_started_, count) of this step are started
   std::size_t started_early_ = 0;
+  std::vector<float*> peer_grads_;    // shared: every dp rank's gradients, by rank
+  std::vector<float*> peer_shards_;   // shared + zero1: every dp rank's master shard, by rank
+  std::vector<float*> shard_target_;  // shared + zero1: {shard_grads_.data()}
 };
 
 }  // namespace trellis

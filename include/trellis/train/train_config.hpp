@@ -110,7 +110,8 @@ struct ParallelConfig {
   std::string backend;  // as given: auto | mpi | nccl (DerivedConfig::backend is the resolved)
   double bucket_mb = 0;
   bool overlap = false;
-  bool zero = false;  // ZeRO-1
+  std::string grad_exchange;  // auto | communicator | shared_memory (TrainingModel resolves)
+  bool zero = false;          // ZeRO-1
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   std::string stages;  // parallel.stages: units per stage, or empty (balanced)
 };

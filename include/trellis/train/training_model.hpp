@@ -5,6 +5,7 @@
 // Everything is allocated here; the training step allocates nothing.
 #pragma once
 
+#include "trellis/comm/node_shared_window.hpp"
 #include "trellis/comm/process_grid.hpp"
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
@@ -53,8 +54,16 @@ class TrainingModel {
   // The whole model's parameter count, whatever the layout. Collective over tp and pp.
   std::int64_t logical_parameter_count(const ProcessGrid& grid) const;
   std::int64_t optimizer_state_floats() const;  // this rank's
+  // How the dp gradients are exchanged, for the set-up log.
+  std::string describe_exchange(const TrainConfig& config) const;
 
  private:
+  // parallel.grad_exchange resolved: whether the dp group exchanges through node shared
+  // memory. Collective over dp; ConfigError for shared_memory where it cannot apply.
+  static bool use_shared_exchange(const std::string& mode, const ProcessGrid& grid);
+
+  std::unique_ptr<NodeSharedWindow> shared_window_;  // before store_: holds its gradients
+  int grad_exchange_dp_ = 1;
   nn::ParameterStore store_;
   std::unique_ptr<PipelineEngine> engine_;  // owns the layers (a copy per micro-batch in flight)
   nn::Model* model_ = nullptr;              // the engine's slot 0
