@@ -114,6 +114,35 @@ double grad_sum_of_squares(ConstFloatView grads, ConstFloatView mask) {
   return weighted_sum_of_squares(grads, mask);
 }
 
+NormMask::NormMask(ConstFloatView mask) : mask_(mask) {
+  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), mask);
+  for (std::size_t i = 0; i < host.extent(0); ++i) {
+    if (host(i) != 0.0f && host(i) != 1.0f)
+      throw Error("NormMask: element " + std::to_string(i) + " is " + std::to_string(host(i)) +
+                  ", expected 0 or 1");
+    if (host(i) == 0.0f) continue;
+    if (runs_.empty() || runs_.back().end != i)
+      runs_.push_back(Run{i, i + 1});
+    else
+      runs_.back().end = i + 1;
+  }
+}
+
+double NormMask::sum_of_squares(ConstFloatView grads) const {
+  TRELLIS_REQUIRE(grads.extent(0) == size(),
+                  "NormMask::sum_of_squares: " + std::to_string(grads.extent(0)) +
+                      " gradients for a mask of " + std::to_string(size()));
+#ifdef TRELLIS_HOST_SUM_OF_SQUARES
+  if constexpr (optim_detail::kHostMemory) {
+    double sum = 0.0;
+    for (const Run& run : runs_)
+      sum += host_sum_of_squares(grads.data() + run.begin, nullptr, run.end - run.begin);
+    return sum;
+  }
+#endif
+  return weighted_sum_of_squares(grads, mask_);
+}
+
 double global_grad_norm(ConstFloatView grads) { return std::sqrt(grad_sum_of_squares(grads)); }
 
 float clip_coefficient(double norm, double max_norm) {

@@ -125,7 +125,7 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
   // stages, and over dp when ZeRO-1 left each dp rank a shard (otherwise the reduced
   // gradients are equal over dp).
   const FloatView grads = sync.update_grads();
-  double sum_of_squares = grad_sum_of_squares(grads, model_.norm_mask());
+  double sum_of_squares = model_.norm_mask().sum_of_squares(grads);
   TRELLIS_MPI(
       MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_.tp().get()));
   TRELLIS_MPI(

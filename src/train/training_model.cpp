@@ -68,7 +68,7 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   std::vector<std::string> copies;
   for (const std::string& name : tied_)
     if (is_stage_copy(name)) copies.push_back(name);
-  norm_mask_ = sync_->gather_shard(trellis::norm_mask(store_, grid.coords(), copies));
+  norm_mask_ = NormMask(sync_->gather_shard(trellis::norm_mask(store_, grid.coords(), copies)));
   optimizer_ = make_optimizer(config.optimizer_spec(), sync_->update_size(),
                               sync_->gather_shard(store_.decay_mask()));
   schedule_ = std::make_unique<LrSchedule>(config.schedule_spec(total_steps));

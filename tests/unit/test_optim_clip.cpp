@@ -2,6 +2,7 @@
 #include "catch.hpp"
 #include "test_optim_helpers.hpp"
 
+#include "trellis/core/error.hpp"
 #include "trellis/optim/clip.hpp"
 
 #include <cmath>
@@ -68,4 +69,32 @@ TEST_CASE("non-finite gradients are detected and never clipped", "[optim][clip]"
   auto with_nan = to_device({3.f, nan});
   CHECK(std::isnan(trellis::clip_grad_norm(with_nan, 1.0)));
   CHECK(to_host(with_nan)[0] == 3.f);
+}
+
+TEST_CASE("NormMask sums the squares of the gradients its runs of 1s cover", "[optim][clip]") {
+  // Runs of 1s at the start, in the middle (several, of odd lengths) and at the end.
+  const std::size_t n = 5003;
+  std::vector<float> grads(n), mask(n, 0.0f);
+  double expected = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    grads[i] = 0.01f * static_cast<float>(static_cast<int>(i % 89) - 44);
+    const bool counted = i < 300 || (i >= 1000 && i < 1777) || (i >= 2000 && i < 2001) ||
+                         (i >= 3001 && i < 4500) || i >= 4990;
+    mask[i] = counted ? 1.0f : 0.0f;
+    if (counted) expected += static_cast<double>(grads[i]) * grads[i];
+  }
+  const auto g = to_device(grads);
+  const trellis::NormMask norm_mask(to_device(mask));
+  CHECK(norm_mask.size() == n);
+  CHECK(norm_mask.sum_of_squares(g) == Approx(expected).epsilon(1e-12));
+  CHECK(norm_mask.sum_of_squares(g) ==
+        Approx(trellis::grad_sum_of_squares(g, to_device(mask))).epsilon(1e-12));
+  // All zeros: nothing counted; all ones: the plain sum.
+  CHECK(trellis::NormMask(to_device(std::vector<float>(n, 0.0f))).sum_of_squares(g) == 0.0);
+  CHECK(trellis::NormMask(to_device(std::vector<float>(n, 1.0f))).sum_of_squares(g) ==
+        Approx(trellis::grad_sum_of_squares(g)).epsilon(1e-12));
+  // A mask is 0/1 only, and sized like the gradients.
+  mask[7] = 0.5f;
+  CHECK_THROWS_AS(trellis::NormMask(to_device(mask)), trellis::Error);
+  CHECK_THROWS_AS(norm_mask.sum_of_squares(to_device({1.f, 2.f})), trellis::Error);
 }

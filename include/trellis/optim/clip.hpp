@@ -7,7 +7,9 @@
 
 #include "trellis/core/kokkos_types.hpp"
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace trellis {
 
@@ -16,6 +18,28 @@ double grad_sum_of_squares(ConstFloatView grads);  // sum of g*g
 // where another rank does (parameters replicated over tp) or for padding.
 double grad_sum_of_squares(ConstFloatView grads, ConstFloatView mask);
 double global_grad_norm(ConstFloatView grads);  // sqrt of the above
+
+// A 0/1 norm mask read once into the runs of 1s it holds (parameters are contiguous in the
+// flat buffer, so there are about as many runs as parameters): on the host the sum of squares
+// then reads only the counted gradients, not a [n] mask besides (half the memory traffic of
+// the per-step norm pass); device builds keep the masked kernel (one launch, no host loop).
+// The sum is grad_sum_of_squares(grads, mask) up to rounding: the blocks start at each run.
+class NormMask {
+ public:
+  NormMask() = default;
+  // mask: [n] of 0 and 1 (Error for any other value). Setup time only.
+  explicit NormMask(ConstFloatView mask);
+  std::size_t size() const { return mask_.extent(0); }
+  const ConstFloatView& mask() const { return mask_; }
+  double sum_of_squares(ConstFloatView grads) const;  // grads [size()]
+
+ private:
+  struct Run {
+    std::size_t begin = 0, end = 0;
+  };
+  ConstFloatView mask_;
+  std::vector<Run> runs_;  // the [begin, end) ranges where the mask is 1, in order
+};
 
 // The factor clip_to_norm() scales gradients by: max_norm / (norm + 1e-6) rounded to float when
 // that is below 1, else exactly 1 (also when max_norm <= 0 or norm is not finite). Pass it as

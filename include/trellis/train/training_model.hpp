@@ -9,6 +9,7 @@
 #include "trellis/comm/process_grid.hpp"
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
+#include "trellis/optim/clip.hpp"
 #include "trellis/optim/optimizer.hpp"
 #include "trellis/optim/schedule.hpp"
 #include "trellis/parallel/gradient_sync.hpp"
@@ -43,7 +44,7 @@ class TrainingModel {
   Optimizer& optimizer() { return *optimizer_; }
   const Optimizer& optimizer() const { return *optimizer_; }
   const LrSchedule& schedule() const { return *schedule_; }
-  const ConstFloatView& norm_mask() const { return norm_mask_; }
+  const NormMask& norm_mask() const { return norm_mask_; }
 
   // Parameters this stage shares with another stage (the GPT's tied token table on the first
   // and last stage): their gradients are summed over the embedding group before the dp sync.
@@ -69,7 +70,7 @@ class TrainingModel {
   nn::Model* model_ = nullptr;              // the engine's slot 0
   std::vector<std::string> tied_;
   std::unique_ptr<GradientSync> sync_;
-  ConstFloatView norm_mask_;  // [update size]: gradients this rank counts in the global norm
+  NormMask norm_mask_;  // [update size]: gradients this rank counts in the global norm
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
 };
