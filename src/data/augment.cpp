@@ -4,13 +4,20 @@
 #include "trellis/core/rng.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 namespace trellis {
 
-AugmentSpec parse_augment(const std::string& text, int pad) {
+namespace {
+constexpr double kPi = 3.14159265358979323846;
+}  // namespace
+
+AugmentSpec parse_augment(const std::string& text, int pad, double max_scale, double max_degrees) {
   AugmentSpec spec;
   spec.pad = pad;
+  spec.max_scale = max_scale;
+  spec.max_degrees = max_degrees;
   if (text.empty() || text == "none") return spec;
   std::stringstream list(text);
   std::string item;
@@ -19,10 +26,14 @@ AugmentSpec parse_augment(const std::string& text, int pad) {
       spec.crop = true;
     else if (item == "flip")
       spec.flip = true;
+    else if (item == "scale")
+      spec.scale = true;
+    else if (item == "rotate")
+      spec.rotate = true;
     else
       throw ConfigError(
-          "config key data.augment: expected none or a comma list of crop, flip; "
-          "found '" +
+          "config key data.augment: expected none or a comma list of crop, flip, scale, "
+          "rotate; found '" +
           text + "'");
   }
   return spec;
@@ -40,6 +51,21 @@ AugmentDraw augment_draw(const AugmentSpec& spec, std::uint64_t seed, std::int64
     draw.dx = static_cast<int>(w.v[1] % span) - spec.pad;
   }
   draw.flip = spec.flip && (w.v[2] & 1u) != 0;
+  if ((spec.scale && spec.max_scale > 0.0) || (spec.rotate && spec.max_degrees > 0.0)) {
+    // A stream of its own: crop and flip draw exactly what they drew before scale and rotate
+    // existed.
+    static const std::uint64_t kAffineStream = stream_from_name("data.augment.affine");
+    const Philox4x32 a =
+        random_words(seed, stream_mix(kAffineStream, static_cast<std::uint64_t>(epoch)),
+                     static_cast<std::uint64_t>(sample_index));
+    // Uniform in [-1, 1) from the top 24 bits.
+    const auto symmetric = [](std::uint32_t word) {
+      return static_cast<double>(word >> 8) / 8388608.0 - 1.0;
+    };
+    if (spec.scale) draw.scale = static_cast<float>(1.0 + spec.max_scale * symmetric(a.v[0]));
+    if (spec.rotate)
+      draw.angle = static_cast<float>(spec.max_degrees * symmetric(a.v[1]) * (kPi / 180.0));
+  }
   return draw;
 }
 
@@ -48,7 +74,7 @@ ImageAugmenter::ImageAugmenter(AugmentSpec spec, std::uint64_t seed, const Shape
     : spec_(spec), seed_(seed) {
   if (sample_shape.size() != 3)
     throw ConfigError(
-        "config key data.augment: crop and flip need image samples [C, H, W]; the "
+        "config key data.augment: image augmentation needs samples [C, H, W]; the "
         "training set has samples of " +
         shape_string(sample_shape));
   channels_ = sample_shape[0];
@@ -66,12 +92,57 @@ void ImageAugmenter::apply(std::int64_t epoch, const std::int64_t* sample_indice
   if (!spec_.any()) return;
   const std::int64_t numel = channels_ * height_ * width_;
   for (std::int64_t i = 0; i < count; ++i)
-    apply_one(augment_draw(spec_, seed_, epoch, sample_indices[i]), images + i * numel);
+    apply_draw(augment_draw(spec_, seed_, epoch, sample_indices[i]), images + i * numel);
+}
+
+void ImageAugmenter::apply_draw(const AugmentDraw& draw, float* image) {
+  if (draw.affine())
+    resample(draw, image);
+  else
+    shift_and_flip(draw, image);
+}
+
+// Per output pixel: its source point (the formula in the header), then the four taps around
+// it, each read from the image or, outside it, the fill value. The source point moves by a
+// constant step along a row, so the row loop adds instead of recomputing the rotation.
+void ImageAugmenter::resample(const AugmentDraw& draw, float* image) {
+  std::copy_n(image, scratch_.size(), scratch_.data());
+  const std::int64_t H = height_, W = width_;
+  const double cy = 0.5 * static_cast<double>(H - 1), cx = 0.5 * static_cast<double>(W - 1);
+  const double inv = 1.0 / static_cast<double>(draw.scale);
+  const double cos_a = std::cos(static_cast<double>(draw.angle)) * inv;
+  const double sin_a = std::sin(static_cast<double>(draw.angle)) * inv;
+  // Source (sy, sx) = c + R(-a) (p - c) / s with p = (py, px):
+  //   sy = cy + cos_a (py - cy) - sin_a (px - cx),  sx = cx + sin_a (py - cy) + cos_a (px - cx).
+  // Along an output row px moves by +1 (or -1 when flipped).
+  const double step = draw.flip ? -1.0 : 1.0;
+  for (std::int64_t c = 0; c < channels_; ++c) {
+    const float fill = fill_[static_cast<std::size_t>(c)];
+    const float* in = scratch_.data() + c * H * W;
+    float* out = image + c * H * W;
+    const auto tap = [&](std::int64_t y, std::int64_t x) {
+      return (y < 0 || y >= H || x < 0 || x >= W) ? fill : in[y * W + x];
+    };
+    for (std::int64_t y = 0; y < H; ++y) {
+      const double py = static_cast<double>(y + draw.dy) - cy;
+      const double px0 = static_cast<double>((draw.flip ? W - 1 : 0) + draw.dx) - cx;
+      double sy = cy + cos_a * py - sin_a * px0, sx = cx + sin_a * py + cos_a * px0;
+      const double dsy = -sin_a * step, dsx = cos_a * step;
+      for (std::int64_t x = 0; x < W; ++x, sy += dsy, sx += dsx) {
+        const double fy = std::floor(sy), fx = std::floor(sx);
+        const auto y0 = static_cast<std::int64_t>(fy), x0 = static_cast<std::int64_t>(fx);
+        const float wy = static_cast<float>(sy - fy), wx = static_cast<float>(sx - fx);
+        const float top = tap(y0, x0) + wx * (tap(y0, x0 + 1) - tap(y0, x0));
+        const float bottom = tap(y0 + 1, x0) + wx * (tap(y0 + 1, x0 + 1) - tap(y0 + 1, x0));
+        out[y * W + x] = top + wy * (bottom - top);
+      }
+    }
+  }
 }
 
 // Row by row: each output row is one source row (or fill), copied as one contiguous run
 // (forward, or backward when flipped) with fill at the shifted-in edge; no per-pixel branches.
-void ImageAugmenter::apply_one(const AugmentDraw& draw, float* image) {
+void ImageAugmenter::shift_and_flip(const AugmentDraw& draw, float* image) {
   if (draw.dy == 0 && draw.dx == 0 && !draw.flip) return;
   std::copy_n(image, scratch_.size(), scratch_.data());
   const std::int64_t H = height_, W = width_;

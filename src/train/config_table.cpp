@@ -183,10 +183,17 @@ const std::vector<ConfigEntry>& config_table() {
           integer, FIELD(data.prefetch), 0, 64),
       KEY("data.augment", "none",
           "training image augmentation: none | a comma list of crop (random shift with "
-          "zero padding of data.augment_pad pixels), flip (horizontal); never on evaluation",
+          "zero padding of data.augment_pad pixels), flip (horizontal), scale (random zoom "
+          "by up to data.augment_scale), rotate (by up to data.augment_degrees); never on "
+          "evaluation",
           text, FIELD(data.augment)),
       KEY("data.augment_pad", "4", "crop: largest shift in pixels (the zero padding)", integer,
           FIELD(data.augment_pad), 0, 64),
+      KEY("data.augment_scale", "0.1",
+          "scale: largest relative zoom (0.1: factors uniform in [0.9, 1.1])", real,
+          FIELD(data.augment_scale), 0.0, 0.5),
+      KEY("data.augment_degrees", "10", "rotate: largest angle either way, in degrees", real,
+          FIELD(data.augment_degrees), 0.0, 180.0),
       KEY("parallel.tp", "1",
           "tensor-parallel ranks per model replica (consecutive ranks: keep them on one node); "
           "mlp and gpt",

@@ -13,7 +13,8 @@ bool uses_tokens(const TrainConfig& config) { return config.model.type == ModelT
 
 std::unique_ptr<TrainSource> open_train_source(const TrainConfig& config, const MpiComm& dp) {
   if (config.data.train.empty()) throw ConfigError("config key data.train: no training set given");
-  const AugmentSpec augment = parse_augment(config.data.augment, config.data.augment_pad);
+  const AugmentSpec augment = parse_augment(config.data.augment, config.data.augment_pad,
+                                            config.data.augment_scale, config.data.augment_degrees);
   // A loader thread must not call MPI (MPI_THREAD_FUNNELED): read with the POSIX driver.
   Hdf5Tuning tuning;
   tuning.posix_reads = config.data.prefetch > 0;

@@ -13,7 +13,7 @@ trellis_run 2 "${common[@]}" --data.prefetch=3 --run.dir="$WORK/prefetch" > "$WO
 grep -q '"test_accuracy"' "$WORK/prefetch/metrics.jsonl" || fail "no evaluation logged"
 
 # Augmented: prefetch on and off bitwise identical; 1 and 2 ranks the same within rounding.
-aug=(--data.augment=crop,flip --data.augment_pad=2 --ckpt.interval_steps=0)
+aug=(--data.augment=crop,flip,scale,rotate --data.augment_pad=2 --ckpt.interval_steps=0)
 trellis_run 2 "${common[@]}" "${aug[@]}" --data.prefetch=0 --run.dir="$WORK/aug-sync" > "$WORK/aug-sync.log"
 trellis_run 2 "${common[@]}" "${aug[@]}" --data.prefetch=2 --run.dir="$WORK/aug" > "$WORK/aug.log"
 trellis_run 1 "${common[@]}" "${aug[@]}" --data.prefetch=2 --run.dir="$WORK/aug-np1" > "$WORK/aug-np1.log"
@@ -21,7 +21,7 @@ trellis_run 1 "${common[@]}" "${aug[@]}" --data.prefetch=2 --run.dir="$WORK/aug-
 "$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 40 "$WORK/aug" "$WORK/aug-np1"
 # Augmentation changes the batches: the losses differ from the plain run's.
 if "$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 40 "$WORK/sync" "$WORK/aug" > /dev/null 2>&1; then
-  fail "data.augment=crop,flip trained exactly like no augmentation"
+  fail "data.augment=crop,flip,scale,rotate trained exactly like no augmentation"
 fi
 
 # A bad value is a configuration error (exit 2) naming the key.

@@ -52,7 +52,7 @@ TEST_CASE("augmented global batches are the same at any number of ranks", "[augm
   MPI_Barrier(MPI_COMM_WORLD);
 
   const std::int64_t global_batch = 12, steps = 10;  // 53 samples: 5 steps per epoch, 2 epochs
-  const AugmentSpec augment = parse_augment("crop,flip", 2);
+  const AugmentSpec augment = parse_augment("crop,flip,scale,rotate", 2, 0.2, 15.0);
   Hdf5Tuning posix;
   posix.posix_reads = true;
   const MpiComm world = MpiComm::borrow(MPI_COMM_WORLD);

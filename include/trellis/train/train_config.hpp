@@ -100,9 +100,11 @@ struct DataConfig {
   std::string remainder;  // "partial" | "drop"
   std::string stage;      // node-local directory to copy the data into; "" = read in place
   bool cache_in_memory = false;
-  int prefetch = 0;     // batches read ahead on the loader thread; 0 = synchronous
-  std::string augment;  // "none" or e.g. "crop,flip" (training images only)
-  int augment_pad = 0;  // crop: largest shift in pixels
+  int prefetch = 0;            // batches read ahead on the loader thread; 0 = synchronous
+  std::string augment;         // "none" or e.g. "crop,flip" (training images only)
+  int augment_pad = 0;         // crop: largest shift in pixels
+  double augment_scale = 0;    // scale: largest relative zoom
+  double augment_degrees = 0;  // rotate: largest angle either way
 };
 
 struct ParallelConfig {
