@@ -139,19 +139,21 @@ std::size_t ParameterStore::add(const std::string& name, const Shape& logical_sh
   return infos_.size() - 1;
 }
 
-void ParameterStore::finalize(std::uint64_t seed, float* grad_memory) {
+void ParameterStore::finalize(std::uint64_t seed, float* grad_memory, float* param_memory) {
   if (finalized_) throw Error("ParameterStore::finalize() called twice");
+  if (!kHostMemory && (grad_memory != nullptr || param_memory != nullptr))
+    throw Error("ParameterStore::finalize(): external parameter memory needs a host build");
   seed_ = seed;
-  // View construction zero-fills: padding and gradients start at 0.
-  params_ = FloatView("trellis::params", buffer_size_);
-  if (grad_memory != nullptr) {
-    if (!kHostMemory)
-      throw Error("ParameterStore::finalize(): external gradient memory needs a host build");
-    grads_ = FloatView(grad_memory, buffer_size_);  // unmanaged: the caller owns the memory
-    Kokkos::deep_copy(grads_, 0.0f);
-  } else {
-    grads_ = FloatView("trellis::grads", buffer_size_);
-  }
+  // View construction zero-fills: padding and gradients start at 0. Views of the caller's
+  // memory are unmanaged (the caller owns it) and zeroed here.
+  const auto buffer = [&](float* memory, const std::string& label) {
+    if (memory == nullptr) return FloatView(label, buffer_size_);
+    const FloatView view(memory, buffer_size_);
+    Kokkos::deep_copy(view, 0.0f);
+    return view;
+  };
+  params_ = buffer(param_memory, "trellis::params");
+  grads_ = buffer(grad_memory, "trellis::grads");
   decay_mask_ = FloatView("trellis::decay_mask", buffer_size_);
   finalized_ = true;
   for (std::size_t i = 0; i < infos_.size(); ++i) {

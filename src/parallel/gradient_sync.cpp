@@ -17,7 +17,8 @@ std::size_t GradientSync::padding_multiple(int dp_size) {
 }
 
 std::size_t GradientSync::shared_floats(std::size_t buffer_size, int dp_size, bool zero1) {
-  return buffer_size + (zero1 ? buffer_size / static_cast<std::size_t>(dp_size) : 0);
+  (void)dp_size;
+  return zero1 ? 2 * buffer_size : buffer_size;
 }
 
 GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
@@ -35,8 +36,11 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
                 "finalize()");
   }
   // Whole multiples only, so every bucket splits evenly over the dp ranks.
+  // Shared memory: one bucket, so that each rank's shard is one contiguous slice of the buffers.
   const std::size_t bucket_elems =
-      std::max(multiple, options.bucket_bytes / sizeof(float) / multiple * multiple);
+      options.shared != nullptr
+          ? std::max(multiple, numel)
+          : std::max(multiple, options.bucket_bytes / sizeof(float) / multiple * multiple);
   std::size_t shard_offset = 0;
   for (std::size_t begin = 0; begin < numel; begin += bucket_elems) {
     Bucket bucket;
@@ -55,20 +59,27 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
     const std::size_t need = shared_floats(numel, dp_size_, options_.zero1);
     if (!kHostMemory || dp.backend() != CommBackend::mpi || shared->size() != dp_size_ ||
         shared->rank() != dp.rank() || shared->floats_per_rank() < need ||
-        store.grads().data() != shared->part(dp.rank()))
+        store.grads().data() != shared->part(dp.rank()) ||
+        (options_.zero1 && store.params().data() != shared->part(dp.rank()) + numel))
       throw Error("GradientSync: the shared window (" + std::to_string(shared->size()) +
                   " ranks x " + std::to_string(shared->floats_per_rank()) +
                   " floats) does not hold this store's gradients for " + std::to_string(dp_size_) +
                   " MPI dp ranks x " + std::to_string(need) + " floats in host memory");
     peer_grads_ = shared->parts();
-    for (float* part : peer_grads_) peer_shards_.push_back(part + numel);
+    for (float* part : peer_grads_) peer_params_.push_back(part + numel);
+    own_grads_.push_back(store.grads().data());
   }
-  if (options_.zero1) {
+  if (options_.zero1 && shared != nullptr) {
+    // The shard is this rank's slice of its own buffers: the update writes the parameters in
+    // place, the peers' gradients are summed into the own ones in place, nothing is copied.
+    update_size_ = shard_offset;  // numel / dp: the one bucket's piece
+    const std::size_t first = static_cast<std::size_t>(dp.rank()) * update_size_;
+    shard_params_ = FloatView(store.params().data() + first, update_size_);
+    shard_grads_ = FloatView(store.grads().data() + first, update_size_);
+  } else if (options_.zero1) {
     update_size_ = shard_offset;  // numel / dp
-    shard_params_ = shared != nullptr ? FloatView(shared->part(dp.rank()) + numel, update_size_)
-                                      : FloatView("trellis::zero1::master_params", update_size_);
+    shard_params_ = FloatView("trellis::zero1::master_params", update_size_);
     shard_grads_ = FloatView("trellis::zero1::shard_grads", update_size_);
-    shard_target_.push_back(shard_grads_.data());
     load_shard_from_params();
   } else {
     update_size_ = numel;
@@ -176,7 +187,7 @@ std::vector<GradientSync::ShardRange> GradientSync::shard_ranges() const {
 }
 
 void GradientSync::load_shard_from_params() {
-  if (!options_.zero1) return;
+  if (!options_.zero1 || options_.shared != nullptr) return;  // shared: the shard is params
   const auto r = static_cast<std::size_t>(dp_.rank());
   for (const Bucket& bucket : buckets_) {
     const std::size_t first = bucket.begin + r * bucket.piece;
@@ -201,10 +212,9 @@ void GradientSync::reduce_shared() {
   options_.shared->barrier();  // every rank's gradients are final
   const auto r = static_cast<std::size_t>(dp_.rank());
   if (options_.zero1) {
-    // Piece r of each bucket, summed over the peers, into this rank's shard.
-    for (const Bucket& bucket : buckets_)
-      shared_reduction::sum_into(peer_grads_, bucket.begin + r * bucket.piece, bucket.piece,
-                                 shard_target_, bucket.shard_offset);
+    // Slice r (the one bucket's piece r), summed over the peers in place: the shard.
+    const std::size_t piece = update_size_;
+    shared_reduction::sum_into(peer_grads_, r * piece, piece, own_grads_, r * piece);
   } else {
     // Slice r of the whole buffer, summed and written back into every peer's gradients.
     const std::size_t piece = store_.buffer_size() / static_cast<std::size_t>(dp_size_);
@@ -214,13 +224,13 @@ void GradientSync::reduce_shared() {
 }
 
 void GradientSync::gather_shared() {
-  options_.shared->barrier();  // every rank's master shard is updated
+  options_.shared->barrier();  // every rank's slice of the parameters is updated
   float* params = store_.params().data();
-  for (const Bucket& bucket : buckets_)
-    for (std::size_t p = 0; p < peer_shards_.size(); ++p)
-      std::memcpy(params + bucket.begin + p * bucket.piece, peer_shards_[p] + bucket.shard_offset,
-                  bucket.piece * sizeof(float));
-  options_.shared->barrier();  // no rank reads another's shard until the next update
+  const std::size_t piece = update_size_;
+  const auto r = static_cast<std::size_t>(dp_.rank());
+  for (std::size_t p = 0; p < peer_params_.size(); ++p)
+    if (p != r) std::memcpy(params + p * piece, peer_params_[p] + p * piece, piece * sizeof(float));
+  options_.shared->barrier();  // no rank writes its slice again before every peer copied it
 }
 
 }  // namespace trellis

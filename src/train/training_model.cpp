@@ -46,7 +46,9 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   if (use_shared_exchange(config.parallel.grad_exchange, grid)) {
     shared_window_ = std::make_unique<NodeSharedWindow>(
         dp, GradientSync::shared_floats(store_.buffer_size(), dp.size(), config.parallel.zero));
-    store_.finalize(config.train.seed, shared_window_->part(dp.rank()));
+    float* part = shared_window_->part(dp.rank());
+    store_.finalize(config.train.seed, part,
+                    config.parallel.zero ? part + store_.buffer_size() : nullptr);
   } else {
     store_.finalize(config.train.seed);
   }

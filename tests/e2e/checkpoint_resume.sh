@@ -110,19 +110,23 @@ trellis_run 1 "${gpt[@]}" --run.dir="$WORK/gpt-b" --resume auto > "$WORK/gpt1.lo
 $py "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 20 "$WORK/gpt-straight" "$WORK/gpt" "$WORK/gpt-b"
 same_params "$WORK/gpt-straight/model.h5" "$WORK/gpt-b/model.h5" 1e-3
 
-# 7. ZeRO-1 with small buckets: fc1.weight spans many buckets, so each dp rank writes and reads
-# its optimizer state as several ranges of one tensor (no rank gathers the state). Preempted
-# at step 13 and resumed on the same layout: bitwise the straight run; resumed at dp2 without
-# ZeRO-1 and at 1 rank: the same losses within 1e-5.
-zero=(--parallel.zero=1 --parallel.bucket_mb=0.05)
+# 7. ZeRO-1 with small buckets (through the communicator: the shared-memory exchange has one
+# bucket): fc1.weight spans many buckets, so each dp rank writes and reads its optimizer state
+# as several ranges of one tensor (no rank gathers the state). Preempted at step 13 and resumed
+# on the same layout: bitwise the straight run; resumed at dp2 without ZeRO-1, at 1 rank, and
+# at dp4 with ZeRO-1 through node shared memory (one contiguous shard per rank): the same
+# losses within 1e-5.
+zero=(--parallel.zero=1 --parallel.bucket_mb=0.05 --parallel.grad_exchange=communicator)
 trellis_run 4 "${mlp[@]}" "${zero[@]}" --run.dir="$WORK/zero-straight" > "$WORK/zero-straight.log"
 expect_exit 75 "$WORK/zero-pre.log" trellis_run 4 "${mlp[@]}" "${zero[@]}" --fault.inject=2:13:signal --run.dir="$WORK/zero"
 cp -r "$WORK/zero" "$WORK/zero-dp2"
 cp -r "$WORK/zero" "$WORK/zero-dp1"
+cp -r "$WORK/zero" "$WORK/zero-shared"
 trellis_run 4 "${mlp[@]}" "${zero[@]}" --run.dir="$WORK/zero" --resume auto > "$WORK/zero-resume.log"
 $py "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 30 "$WORK/zero-straight" "$WORK/zero"
 same_params "$WORK/zero-straight/model.h5" "$WORK/zero/model.h5" 0
 trellis_run 2 "${mlp[@]}" --run.dir="$WORK/zero-dp2" --resume auto > "$WORK/zero-dp2.log"
 trellis_run 1 "${mlp[@]}" --run.dir="$WORK/zero-dp1" --resume auto > "$WORK/zero-dp1.log"
-$py "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 30 "$WORK/zero-straight" "$WORK/zero-dp2" "$WORK/zero-dp1"
+trellis_run 4 "${mlp[@]}" --parallel.zero=1 --parallel.grad_exchange=shared_memory --run.dir="$WORK/zero-shared" --resume auto > "$WORK/zero-shared.log"
+$py "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 30 "$WORK/zero-straight" "$WORK/zero-dp2" "$WORK/zero-dp1" "$WORK/zero-shared"
 echo "checkpoint and resume: ok"

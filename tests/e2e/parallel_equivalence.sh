@@ -4,7 +4,8 @@
 # oversubscribed) give the same loss at every step as the single-rank run, within 1e-5
 # relative. Dropout is on (masks drawn at logical positions), gradients are clipped (the
 # global norm counts replicated and tied parameters once), micro-batches differ between runs.
-# GPipe and 1F1B, ZeRO-1 on and off, overlapped and blocking reduction agree too. The saved
+# GPipe and 1F1B, ZeRO-1 on and off, overlapped and blocking reduction, the gradient exchange
+# through the communicator and through node shared memory agree too. The saved
 # model.h5 (logical tensors gathered over tp and pp) evaluates and generates.
 source "$(dirname "$0")/common.sh"
 compare() { "$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 20 "$@"; }
@@ -20,12 +21,13 @@ layouts() {
   trellis_run 4 "$@" --parallel.pp=4 --train.micro_batch=2 --parallel.schedule=gpipe --run.dir="$WORK/$name-pp4-gpipe" > "$WORK/$name-pp4g.log"
   trellis_run 4 "$@" --parallel.tp=2 --run.dir="$WORK/$name-dp2tp2" > "$WORK/$name-dp2tp2.log"
   trellis_run 4 "$@" --parallel.pp=2 --train.micro_batch=1 --run.dir="$WORK/$name-dp2pp2" > "$WORK/$name-dp2pp2.log"
-  trellis_run 4 "$@" --parallel.pp=2 --parallel.zero=1 --parallel.bucket_mb=0.01 --run.dir="$WORK/$name-dp2pp2-zero1" > "$WORK/$name-dp2pp2z.log"
+  trellis_run 4 "$@" --parallel.pp=2 --parallel.zero=1 --parallel.bucket_mb=0.01 --parallel.grad_exchange=communicator --run.dir="$WORK/$name-dp2pp2-zero1" > "$WORK/$name-dp2pp2z.log"
+  trellis_run 4 "$@" --parallel.pp=2 --parallel.zero=1 --parallel.grad_exchange=shared_memory --run.dir="$WORK/$name-dp2pp2-zero1-shm" > "$WORK/$name-dp2pp2zs.log"
   trellis_run 4 "$@" --parallel.tp=2 --parallel.pp=2 --train.micro_batch=2 --parallel.overlap=false --run.dir="$WORK/$name-tp2pp2" > "$WORK/$name-tp2pp2.log"
   trellis_run 8 "$@" --parallel.tp=2 --parallel.pp=2 --train.micro_batch=2 --parallel.zero=1 --run.dir="$WORK/$name-dp2tp2pp2" > "$WORK/$name-dp2tp2pp2.log"
   compare "$WORK/$name-1" "$WORK/$name-dp4" "$WORK/$name-tp4" "$WORK/$name-pp4" \
     "$WORK/$name-pp4-gpipe" "$WORK/$name-dp2tp2" "$WORK/$name-dp2pp2" "$WORK/$name-dp2pp2-zero1" \
-    "$WORK/$name-tp2pp2" "$WORK/$name-dp2tp2pp2"
+    "$WORK/$name-dp2pp2-zero1-shm" "$WORK/$name-tp2pp2" "$WORK/$name-dp2tp2pp2"
 }
 
 # MLP 784-64-32-16-10: 4 pipeline units (one per Linear), widths divisible by 4.

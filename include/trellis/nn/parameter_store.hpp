@@ -120,10 +120,10 @@ class ParameterStore {
   void pad_to_multiple(std::size_t multiple);
 
   // Allocates params()/grads()/decay_mask(), initialises all parameters from `seed`, zeroes
-  // the gradients. Once only. grad_memory: [buffer_size()] floats the gradients live in
-  // instead of an allocation of their own (a node shared-memory window the data-parallel
-  // peers read in place); it must outlive the store. Host-memory builds only.
-  void finalize(std::uint64_t seed, float* grad_memory = nullptr);
+  // the gradients. Once only. grad_memory / param_memory: [buffer_size()] floats the gradients
+  // / parameters live in instead of allocations of their own (a node shared-memory window the
+  // data-parallel peers read in place); they must outlive the store. Host-memory builds only.
+  void finalize(std::uint64_t seed, float* grad_memory = nullptr, float* param_memory = nullptr);
   bool finalized() const { return finalized_; }
   std::uint64_t seed() const { return seed_; }
 

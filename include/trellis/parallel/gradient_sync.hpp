@@ -33,13 +33,16 @@
 //   sync.finish_update();              // zero1: store.params() := gathered master shards
 //
 // Node shared memory (options.shared, host builds, every dp rank on one node): the gradients
-// live in a NodeSharedWindow, and finish_reduction() sums them in place instead of through the
-// communicator: after a barrier, rank r reads piece r of each bucket from every peer's buffer
-// and writes the sum to its shard (zero1) or back into every peer's buffer (then a second
-// barrier); finish_update() copies the peers' updated shards straight out of their windows.
-// Each rank reads its share of the peers' gradients once and writes it once, with no bounce
-// buffers; nothing overlaps backward (one core per rank has no spare cycles to overlap with).
-// After finish_reduction() and finish_update() return, no rank touches another's buffers.
+// (and with zero1 the parameters) live in a NodeSharedWindow, and finish_reduction() sums them
+// in place instead of through the communicator. There is one bucket, so rank r's piece is the
+// contiguous slice [r * n / dp, (r + 1) * n / dp). After a barrier, rank r sums slice r of
+// every peer's gradients and writes the sum back into every peer's buffer (then a second
+// barrier), or with zero1 into its own buffer only: its shard IS that slice of its own
+// gradients and parameters (no master copy), the update writes its parameters in place, and
+// finish_update() copies the peers' slices straight out of their windows. Each rank reads its
+// share of the peers' buffers once and writes it once, with no bounce buffers; nothing overlaps
+// backward (one core per rank has no spare cycles to overlap with). After finish_reduction()
+// and finish_update() return, no rank touches another's buffers.
 //
 // Everything (shard buffers, request array) is allocated in the constructor; the step allocates
 // nothing. All traffic goes through Communicator, so the MPI and NCCL backends behave alike.
@@ -63,9 +66,10 @@ struct GradientSyncOptions {
   bool overlap = true;  // launch buckets from grads_final_from() during the last backward
   bool zero1 = false;   // parallel.zero = 1
   // parallel.grad_exchange = shared_memory: the dp group's window, at least
-  // shared_floats(buffer_size, dp, zero1) floats per rank, whose first buffer_size floats of
-  // this rank's part hold the store's gradients (store.finalize(seed, window.part(rank))).
-  // Outlives the GradientSync. Null: the communicator does the exchange.
+  // shared_floats(buffer_size, dp, zero1) floats per rank, whose part holds this rank's
+  // gradients (the first buffer_size floats) and with zero1 its parameters (the next ones):
+  // store.finalize(seed, part, zero1 ? part + buffer_size : nullptr). Outlives the
+  // GradientSync. Null: the communicator does the exchange; bucket_bytes applies only then.
   NodeSharedWindow* shared = nullptr;
 };
 
@@ -78,7 +82,7 @@ class GradientSync : public nn::GradReadyListener {
   // Call store.pad_to_multiple(padding_multiple(dp)) after the model is built, before finalize().
   static std::size_t padding_multiple(int dp_size);
   // Floats per rank of a shared window for options.shared: the gradients, then (zero1) the
-  // master shard the peers gather from.
+  // parameters the peers gather from.
   static std::size_t shared_floats(std::size_t buffer_size, int dp_size, bool zero1);
 
   // store: finalized, buffer_size() a multiple of padding_multiple(dp.size()) (Error
@@ -101,8 +105,8 @@ class GradientSync : public nn::GradReadyListener {
   // more work after backward (the GPT's tied table, summed over two pipeline stages first).
   void hold_back(std::size_t end_offset) { hold_below_ = end_offset; }
   // Starts the buckets not started yet, waits for all. update_grads() then holds the SUM of
-  // the gradients over the dp ranks (not sharded: store.grads() itself; zero1: the shard, while
-  // store.grads() keeps this rank's local gradients).
+  // the gradients over the dp ranks (not sharded: store.grads() itself; zero1: the shard,
+  // while the rest of store.grads() keeps this rank's local gradients).
   void finish_reduction();
 
   // Where clipping and the optimizer step work: the whole flat buffers, or (zero1) this rank's
@@ -165,8 +169,8 @@ class GradientSync : public nn::GradReadyListener {
   std::size_t first_started_ = 0;  // buckets [first_started_, count) of this step are started
   std::size_t started_early_ = 0;
   std::vector<float*> peer_grads_;    // shared: every dp rank's gradients, by rank
-  std::vector<float*> peer_shards_;   // shared + zero1: every dp rank's master shard, by rank
-  std::vector<float*> shard_target_;  // shared + zero1: {shard_grads_.data()}
+  std::vector<float*> peer_params_;   // shared + zero1: every dp rank's parameters, by rank
+  std::vector<float*> own_grads_;     // shared: {store.grads().data()}
 };
 
 }  // namespace trellis
