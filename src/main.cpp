@@ -18,6 +18,7 @@
 #include "trellis/train/error_policy.hpp"
 #include "trellis/train/evaluate.hpp"
 #include "trellis/train/generate.hpp"
+#include "trellis/train/stop_control.hpp"
 #include "trellis/train/train_config.hpp"
 #include "trellis/train/trainer.hpp"
 
@@ -214,6 +215,9 @@ int main(int argc, char** argv) {
   const trellis::Logger log(rank);
   int code = 0;
   try {
+    // Before any thread of ours starts: they inherit the main thread's blocked stop signals
+    // (train/stop_control.cpp says why no thread running oneDNN may take a signal).
+    trellis::StopControl::install();
     code = trellis::run_or_abort(MPI_COMM_WORLD, log, [&] { return run(argc, argv, rank); });
   } catch (...) {
     code = trellis::exit_code_for(std::current_exception(), log);

@@ -1,5 +1,7 @@
 #include "trellis/train/fault_injector.hpp"
 
+#include "trellis/train/stop_control.hpp"
+
 #include "trellis/core/error.hpp"
 
 #include <chrono>
@@ -17,7 +19,8 @@ void FaultInjector::before_step(std::int64_t step) const {
   if (due("throw", step))
     throw Error("fault.inject: injected failure on rank " + std::to_string(rank_) + " at step " +
                 std::to_string(step));
-  if (due("signal", step)) std::raise(SIGUSR1);
+  if (due("signal", step) && !StopControl::signal_self(SIGUSR1))
+    throw Error("fault injection: SIGUSR1 sent to this process did not arrive within 5 s");
   if (due("hang", step)) {
     log_.warn("fault.inject: rank " + std::to_string(rank_) + " hangs at step " +
               std::to_string(step));

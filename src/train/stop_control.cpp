@@ -3,12 +3,18 @@
 #include "trellis/core/error.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <limits>
+#include <mutex>
 #include <string>
+#include <thread>
+
+#include <pthread.h>
+#include <unistd.h>
 
 namespace trellis {
 
@@ -23,6 +29,24 @@ extern "C" void on_stop_signal(int signum) { g_signal = signum; }
 // sets the flag again and can never take the default action, which would kill the rank
 // mid-write. SA_RESTART: a signal during a write or an MPI call does not fail it. Both stop
 // signals are blocked while the handler runs, so they never nest.
+//
+// The signals are never delivered to the thread that installs the handler (the main thread,
+// which runs the step), nor to threads it starts afterwards: it blocks them, and a catcher
+// thread of its own, with them unblocked, takes them. oneDNN's JIT GEMM kernels (Debian's 2.6;
+// fixed upstream in oneDNN PR #4855) point RSP into a heap workspace while they run, so a
+// signal frame pushed onto a thread inside one writes into the heap: a SIGUSR1 mid-step
+// corrupted malloc's metadata ("corrupted size vs. prev_size", abort in dnnl_sgemm's free)
+// in about a third of the preemption runs of e2e.slurm_cluster; the "storm" test in
+// tests/unit/test_stop_control.cpp is the regression test.
+void catch_signals_forever() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGUSR1);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  for (;;) pause();  // the handler runs here; the thread ends with the process
+}
+
 void install_handlers() {
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
@@ -34,6 +58,16 @@ void install_handlers() {
     if (sigaction(signum, &action, nullptr) != 0)
       throw Error(std::string("cannot install the handler for ") + strsignal(signum) + ": " +
                   std::strerror(errno));
+  static std::once_flag started;
+  std::call_once(started, [] {
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGUSR1);
+    sigaddset(&stop_signals, SIGTERM);
+    const int rc = pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    if (rc != 0) throw Error(std::string("cannot block the stop signals: ") + std::strerror(rc));
+    std::thread(catch_signals_forever).detach();
+  });
 }
 
 double slurm_end_time() {
@@ -63,9 +97,19 @@ StopControl::StopControl(double time_limit_s, double margin_s)
   install_handlers();
 }
 
+void StopControl::install() { install_handlers(); }
+
 int StopControl::received_signal() { return static_cast<int>(g_signal); }
 
 void StopControl::raise_flag(int signum) { g_signal = signum; }
+
+bool StopControl::signal_self(int signum) {
+  g_signal = 0;
+  if (kill(getpid(), signum) != 0) return false;
+  for (int i = 0; i < 5000 && g_signal != signum; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return g_signal == signum;
+}
 
 double StopControl::seconds_left() const {
   double left = std::numeric_limits<double>::infinity();

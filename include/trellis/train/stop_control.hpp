@@ -2,11 +2,11 @@
 //
 // Preemption: SIGUSR1 (Slurm's `--signal=B:USR1@<s>` warning before a time limit or spot
 // reclaim, forwarded by slurm/preemptible.sbatch) and SIGTERM (scancel, node shutdown) only set
-// a flag in the handler. Time: train.time_limit (seconds; 0 = none) from the start of the run,
-// or Slurm's SLURM_JOB_END_TIME (Unix seconds), whichever comes first, minus a margin that
-// leaves room for one more step and a checkpoint. A second signal while a checkpoint is being
-// written changes nothing: the flag is only read between steps, and files are only renamed
-// into place once complete.
+// a flag in the handler, which runs on a catcher thread of its own (see install()). Time:
+// train.time_limit (seconds; 0 = none) from the start of the run, or Slurm's SLURM_JOB_END_TIME
+// (Unix seconds), whichever comes first, minus a margin that leaves room for one more step and a
+// checkpoint. A second signal while a checkpoint is being written changes nothing: the flag is only
+// read between steps, and files are only renamed into place once complete.
 //
 // The trainer reduces local_reason() over the world (one MPI_Allreduce of a few ints per step),
 // so every rank takes the same decision at the same step and nobody is left in a collective.
@@ -23,9 +23,16 @@ const char* stop_reason_name(StopReason reason);
 
 class StopControl {
  public:
-  // Installs the SIGUSR1/SIGTERM handlers (once per process; re-installing is harmless).
-  // time_limit_s <= 0: no limit of its own. margin_s: stop this long before the end.
+  // Installs the SIGUSR1/SIGTERM handlers (install()). time_limit_s <= 0: no limit of its
+  // own. margin_s: stop this long before the end.
   StopControl(double time_limit_s, double margin_s);
+
+  // Installs the handlers (re-installing is harmless) and, once per process, blocks the stop
+  // signals in the calling thread, so in every thread it starts afterwards, and starts a
+  // catcher thread that takes them instead: no signal frame is ever pushed onto a thread that
+  // runs the step (oneDNN's JIT GEMMs point RSP into the heap). Call it early in the main
+  // thread, before other threads start (main() does).
+  static void install();
 
   // This rank's reason to stop now (no communication; the caller reduces it over the world
   // with MPI_MAX, together with whatever else it agrees on per step). step_seconds: the last
@@ -38,6 +45,10 @@ class StopControl {
   static int received_signal();
   // For tests: as if `signum` had arrived.
   static void raise_flag(int signum);
+  // For tests and fault injection: sends `signum` to this process, as a scheduler would (the
+  // catcher thread takes it; std::raise would leave it pending on the blocked calling thread),
+  // and returns once the flag shows it (false if it did not within 5 s).
+  static bool signal_self(int signum);
 
  private:
   Stopwatch since_start_;
