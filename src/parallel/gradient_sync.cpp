@@ -16,8 +16,7 @@ std::size_t GradientSync::padding_multiple(int dp_size) {
   return static_cast<std::size_t>(dp_size) * nn::ParameterStore::kAlignment;
 }
 
-std::size_t GradientSync::shared_floats(std::size_t buffer_size, int dp_size, bool zero1) {
-  (void)dp_size;
+std::size_t GradientSync::shared_floats(std::size_t buffer_size, bool zero1) {
   return zero1 ? 2 * buffer_size : buffer_size;
 }
 
@@ -56,7 +55,7 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
   first_started_ = buckets_.size();
   NodeSharedWindow* shared = options_.shared;
   if (shared != nullptr) {
-    const std::size_t need = shared_floats(numel, dp_size_, options_.zero1);
+    const std::size_t need = shared_floats(numel, options_.zero1);
     if (!kHostMemory || dp.backend() != CommBackend::mpi || shared->size() != dp_size_ ||
         shared->rank() != dp.rank() || shared->floats_per_rank() < need ||
         store.grads().data() != shared->part(dp.rank()) ||

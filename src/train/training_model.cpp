@@ -45,7 +45,7 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   store_.pad_to_multiple(GradientSync::padding_multiple(dp.size()));  // even ZeRO-1 shards
   if (use_shared_exchange(config.parallel.grad_exchange, grid)) {
     shared_window_ = std::make_unique<NodeSharedWindow>(
-        dp, GradientSync::shared_floats(store_.buffer_size(), dp.size(), config.parallel.zero));
+        dp, GradientSync::shared_floats(store_.buffer_size(), config.parallel.zero));
     float* part = shared_window_->part(dp.rank());
     store_.finalize(config.train.seed, part,
                     config.parallel.zero ? part + store_.buffer_size() : nullptr);

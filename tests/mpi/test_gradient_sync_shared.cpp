@@ -43,8 +43,7 @@ TEST_CASE("GradientSync through node shared memory matches the communicator", "[
         INFO("shared " << shared);
         Net net(dp.size(), false);
         net.simulate_progress = !model_reports;
-        const std::size_t floats =
-            GradientSync::shared_floats(net.store.buffer_size(), dp.size(), zero1);
+        const std::size_t floats = GradientSync::shared_floats(net.store.buffer_size(), zero1);
         NodeSharedWindow window(grid.dp(), floats);
         CHECK(window.size() == dp.size());
         float* part = window.part(dp.rank());

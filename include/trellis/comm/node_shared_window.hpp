@@ -6,7 +6,7 @@
 //
 //   part(0)  |---- floats_per_rank ----|   each part is its own allocation
 //   part(1)  |---- floats_per_rank ----|   (alloc_shared_noncontig: first-touched, hence
-//   ...                                     placed, by its owner), 64-byte aligned
+//   ...                                     placed, by its owner), whole cache lines long
 //
 // Memory model: the window is locked once (MPI_Win_lock_all, MPI_MODE_NOCHECK) for its whole
 // life; barrier() is MPI_Win_sync + MPI_Barrier + MPI_Win_sync, after which every store any

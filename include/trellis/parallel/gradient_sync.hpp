@@ -66,7 +66,7 @@ struct GradientSyncOptions {
   bool overlap = true;  // launch buckets from grads_final_from() during the last backward
   bool zero1 = false;   // parallel.zero = 1
   // parallel.grad_exchange = shared_memory: the dp group's window, at least
-  // shared_floats(buffer_size, dp, zero1) floats per rank, whose part holds this rank's
+  // shared_floats(buffer_size, zero1) floats per rank, whose part holds this rank's
   // gradients (the first buffer_size floats) and with zero1 its parameters (the next ones):
   // store.finalize(seed, part, zero1 ? part + buffer_size : nullptr). Outlives the
   // GradientSync. Null: the communicator does the exchange; bucket_bytes applies only then.
@@ -83,7 +83,7 @@ class GradientSync : public nn::GradReadyListener {
   static std::size_t padding_multiple(int dp_size);
   // Floats per rank of a shared window for options.shared: the gradients, then (zero1) the
   // parameters the peers gather from.
-  static std::size_t shared_floats(std::size_t buffer_size, int dp_size, bool zero1);
+  static std::size_t shared_floats(std::size_t buffer_size, bool zero1);
 
   // store: finalized, buffer_size() a multiple of padding_multiple(dp.size()) (Error
   // otherwise). Registers itself as the store's gradient listener; the destructor detaches it.
@@ -168,9 +168,9 @@ class GradientSync : public nn::GradReadyListener {
   std::size_t hold_below_ = 0;
   std::size_t first_started_ = 0;  // buckets [first_started_, count) of this step are started
   std::size_t started_early_ = 0;
-  std::vector<float*> peer_grads_;    // shared: every dp rank's gradients, by rank
-  std::vector<float*> peer_params_;   // shared + zero1: every dp rank's parameters, by rank
-  std::vector<float*> own_grads_;     // shared: {store.grads().data()}
+  std::vector<float*> peer_grads_;   // shared: every dp rank's gradients, by rank
+  std::vector<float*> peer_params_;  // shared + zero1: every dp rank's parameters, by rank
+  std::vector<float*> own_grads_;    // shared: {store.grads().data()}
 };
 
 }  // namespace trellis
