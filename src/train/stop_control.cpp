@@ -38,21 +38,24 @@ extern "C" void on_stop_signal(int signum) { g_signal = signum; }
 // corrupted malloc's metadata ("corrupted size vs. prev_size", abort in dnnl_sgemm's free)
 // in about a third of the preemption runs of e2e.slurm_cluster; the "storm" test in
 // tests/unit/test_stop_control.cpp is the regression test.
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
 void catch_signals_forever() {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGUSR1);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  const sigset_t set = stop_signals();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   for (;;) pause();  // the handler runs here; the thread ends with the process
 }
 
 void install_handlers() {
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  sigaddset(&action.sa_mask, SIGUSR1);
-  sigaddset(&action.sa_mask, SIGTERM);
+  action.sa_mask = stop_signals();
   action.sa_flags = SA_RESTART;
   for (const int signum : {SIGUSR1, SIGTERM})
     if (sigaction(signum, &action, nullptr) != 0)
@@ -60,11 +63,8 @@ void install_handlers() {
                   std::strerror(errno));
   static std::once_flag started;
   std::call_once(started, [] {
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGUSR1);
-    sigaddset(&stop_signals, SIGTERM);
-    const int rc = pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    const sigset_t set = stop_signals();
+    const int rc = pthread_sigmask(SIG_BLOCK, &set, nullptr);
     if (rc != 0) throw Error(std::string("cannot block the stop signals: ") + std::strerror(rc));
     std::thread(catch_signals_forever).detach();
   });
