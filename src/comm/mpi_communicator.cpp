@@ -2,9 +2,11 @@
 
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/error.hpp"
+#include "trellis/core/host_simd.hpp"
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/core/timer.hpp"
 
+#include <algorithm>
 #include <climits>
 
 namespace trellis {
@@ -55,10 +57,70 @@ CommRequest pending(MPI_Request request) {
   return r;
 }
 
+// MPI user functions: inout[i] = round(in[i] + inout[i]) with the sum formed in fp32.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = float_to_bf16_bits(bf16_bits_to_float(a[i]) + bf16_bits_to_float(b[i]));
+}
+void fp16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = float_to_fp16_bits(fp16_bits_to_float(a[i]) + fp16_bits_to_float(b[i]));
+}
+
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(const MpiComm& comm) : comm_(comm) {
   group_requests_.reserve(kMaxGroupOps);
+  TRELLIS_MPI(MPI_Op_create(&bf16_sum, /*commute=*/1, &bf16_sum_));
+  TRELLIS_MPI(MPI_Op_create(&fp16_sum, /*commute=*/1, &fp16_sum_));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  // Not checked: a destructor must not throw, and MPI may already be finalizing after an error.
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (bf16_sum_ != MPI_OP_NULL) MPI_Op_free(&bf16_sum_);
+  if (fp16_sum_ != MPI_OP_NULL) MPI_Op_free(&fp16_sum_);
+}
+
+MPI_Op MpiCommunicator::half_sum(Precision format) const {
+  TRELLIS_REQUIRE(format != Precision::fp32, "16-bit collective asked for fp32");
+  TRELLIS_REQUIRE(kHostMemory,
+                  "parallel.grad_dtype = bf16/fp16 over MPI needs host buffers (MPI reduces "
+                  "16-bit words in host code); use parallel.backend = nccl on GPUs");
+  return format == Precision::bf16 ? bf16_sum_ : fp16_sum_;
+}
+
+CommRequest MpiCommunicator::start_all_reduce_half(std::uint16_t* data, std::size_t count,
+                                                   Precision format) {
+  const MPI_Op op = half_sum(format);
+  if (size() == 1 || count == 0) return {};
+  fence_producers();
+  MPI_Request request = MPI_REQUEST_NULL;
+  TRELLIS_MPI(MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(count), MPI_UINT16_T, op,
+                             comm_.get(), &request));
+  return pending(request);
+}
+
+CommRequest MpiCommunicator::start_reduce_scatter_half(const std::uint16_t* send,
+                                                       std::uint16_t* recv,
+                                                       std::size_t recv_count, Precision format) {
+  const MPI_Op op = half_sum(format);
+  if (recv_count == 0) return {};
+  fence_producers();
+  if (size() == 1) {
+    std::copy(send, send + recv_count, recv);
+    return {};
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  TRELLIS_MPI(MPI_Ireduce_scatter_block(send, recv, checked_count(recv_count), MPI_UINT16_T, op,
+                                        comm_.get(), &request));
+  return pending(request);
 }
 
 void MpiCommunicator::all_reduce(float* data, std::size_t count, ReduceOp op) {

@@ -187,6 +187,39 @@ bool NcclCommunicator::launch_all_gather(const float* send, float* recv, std::si
   return true;
 }
 
+namespace {
+ncclDataType_t nccl_half(Precision format) {
+  TRELLIS_REQUIRE(format != Precision::fp32, "16-bit collective asked for fp32");
+  return format == Precision::bf16 ? ncclBfloat16 : ncclFloat16;
+}
+}  // namespace
+
+CommRequest NcclCommunicator::start_all_reduce_half(std::uint16_t* data, std::size_t count,
+                                                    Precision format) {
+  require_no_group("all_reduce_half");
+  const ncclDataType_t type = nccl_half(format);
+  if (size() == 1 || count == 0) return {};
+  cudaStream_t stream = after_compute();
+  TRELLIS_NCCL(ncclAllReduce(data, data, count, type, ncclSum, nccl_.get, stream));
+  return record_request();
+}
+
+CommRequest NcclCommunicator::start_reduce_scatter_half(const std::uint16_t* send,
+                                                        std::uint16_t* recv,
+                                                        std::size_t recv_count, Precision format) {
+  require_no_group("reduce_scatter_half");
+  const ncclDataType_t type = nccl_half(format);
+  if (recv_count == 0) return {};
+  cudaStream_t stream = after_compute();
+  if (size() == 1) {
+    TRELLIS_CUDA(cudaMemcpyAsync(recv, send, recv_count * sizeof(std::uint16_t),
+                                 cudaMemcpyDeviceToDevice, stream));
+  } else {
+    TRELLIS_NCCL(ncclReduceScatter(send, recv, recv_count, type, ncclSum, nccl_.get, stream));
+  }
+  return record_request();
+}
+
 void NcclCommunicator::broadcast(float* data, std::size_t count, int root) {
   require_no_group("broadcast");
   if (size() == 1 || count == 0) return;

@@ -66,15 +66,15 @@ void round_to(Precision p, ConstVector src, Vector dst) {
 }
 
 void round_stochastic(Precision p, ConstVector src, Vector dst, std::uint64_t seed,
-                      std::uint64_t stream, std::uint64_t first_index) {
+                      std::uint64_t stream, const ShardIndexMap& map) {
   require_same_shape(src, dst, "round_stochastic");
   if (p == Precision::fp32) return round_to(p, src, dst);
-  // One Philox draw gives four words: elements 4j .. 4j+3 share draw j, whatever the caller's
-  // chunking, because the draw index comes from the element's global index.
+  // One Philox draw gives four words: logical elements 4j .. 4j+3 share draw j, whatever the
+  // caller's chunking or sharding, because the draw index comes from the logical index.
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::precision::round_stochastic"),
       Range(0, static_cast<Index>(src.extent(0))), KOKKOS_LAMBDA(const Index i) {
-        const std::uint64_t global = first_index + static_cast<std::uint64_t>(i);
+        const std::uint64_t global = map(static_cast<std::uint64_t>(i));
         const Philox4x32 words = random_words(seed, stream, global >> 2);
         const std::uint16_t bits = to_half_bits_stochastic(p, src(i), words.v[global & 3u]);
         dst(i) = half_bits_to_float(p, bits);

@@ -118,6 +118,11 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec&
     workspace_ =
         FloatView("trellis::nn::" + name + ".im2col", static_cast<std::size_t>(block_ * per_image));
   }
+  const auto cap = static_cast<std::size_t>(capacity);
+  x16_ = AutocastOperand(store.autocast(), name + ".x16",
+                         cap * static_cast<std::size_t>(in_features()));
+  dy16_ = AutocastOperand(store.autocast(), name + ".dy16",
+                          cap * static_cast<std::size_t>(out_features()));
 }
 
 Conv2d::Conv2d(ParameterStore& store, const std::string& name, int in_channels, int out_channels,
@@ -149,22 +154,27 @@ ConstMatrix Conv2d::columns(const ConstMatrix& x, int first, int count) const {
 
 void Conv2d::forward(ConstMatrix input, int n, const StepContext&) {
   // Parameters first: a store that is not finalized throws before the call is recorded.
+  const kernels::Vector w = store_->compute_vector(weight_);
+  forward_operands(x16_.round(begin_forward(input, n)), w, n);
+  round_in_place(store_->autocast(), output_rows(n));
+}
+
+void Conv2d::forward_operands(ConstMatrix x, kernels::ConstVector weight, int n) {
   const std::size_t cout = static_cast<std::size_t>(out_channels_);
   const std::size_t ckk = static_cast<std::size_t>(geometry_.col_rows());
   const std::size_t plane = static_cast<std::size_t>(geometry_.col_cols());
-  const ConstMatrix w(store_->param_vector(weight_).data(), cout, ckk);  // [C', C*k*k]
-  const ConstMatrix x = begin_forward(input, n);                         // [n, C*H*W]
+  const ConstMatrix w(weight.data(), cout, ckk);  // [C', C*k*k]
   const Matrix y = output_rows(n);                                       // [n, C'*H'*W']
 #if defined(TRELLIS_ENABLE_CUDNN)
   if (cudnn_) {
-    if (n > 0) cudnn_->forward(x, n, store_->param_vector(weight_), y);
+    if (n > 0) cudnn_->forward(x, n, weight, y);
     if (bias_) kernels::channel_bias_add(y, store_->param_vector(*bias_), static_cast<int>(plane));
     return;
   }
 #endif
 #if TRELLIS_HAVE_ONEDNN
   if (onednn_) {
-    onednn_->forward(x, n, store_->param_vector(weight_), y);
+    onednn_->forward(x, n, weight, y);
     if (bias_) kernels::channel_bias_add(y, store_->param_vector(*bias_), static_cast<int>(plane));
     return;
   }
@@ -182,13 +192,18 @@ void Conv2d::forward(ConstMatrix input, int n, const StepContext&) {
 }
 
 void Conv2d::backward(ConstMatrix output_grad, int n) {
-  const ConstMatrix dy = begin_backward(output_grad, n);  // [n, C'*H'*W']
-  const ConstMatrix x = saved_input();                    // [n, C*H*W]
+  // x: as forward read it (rounded with autocast).
+  backward_operands(dy16_.round(begin_backward(output_grad, n)), x16_.last(), n);
+  if (input_grad_needed()) round_in_place(store_->autocast(), input_grad_rows(n));
+}
+
+// dy [n, C'*H'*W'], x [n, C*H*W].
+void Conv2d::backward_operands(ConstMatrix dy, ConstMatrix x, int n) {
   const std::size_t cout = static_cast<std::size_t>(out_channels_);
   const std::size_t ckk = static_cast<std::size_t>(geometry_.col_rows());
   const std::size_t plane = static_cast<std::size_t>(geometry_.col_cols());
   const std::size_t image = static_cast<std::size_t>(geometry_.image_size());
-  const ConstMatrix w(store_->param_vector(weight_).data(), cout, ckk);  // [C', C*k*k]
+  const ConstMatrix w(store_->compute_vector(weight_).data(), cout, ckk);  // [C', C*k*k]
   const Matrix dw(store_->grad_vector(weight_).data(), cout, ckk);
   const Matrix dx = input_grad_rows(n);  // [n, C*H*W]
   if (bias_) {
@@ -197,7 +212,7 @@ void Conv2d::backward(ConstMatrix output_grad, int n) {
 #if defined(TRELLIS_ENABLE_CUDNN)
   if (cudnn_) {
     if (n > 0) {
-      cudnn_->backward(x, dy, n, store_->param_vector(weight_), store_->grad_vector(weight_),
+      cudnn_->backward(x, dy, n, store_->compute_vector(weight_), store_->grad_vector(weight_),
                        input_grad_needed() ? dx : Matrix());
     }
     return;
@@ -206,7 +221,7 @@ void Conv2d::backward(ConstMatrix output_grad, int n) {
 #if TRELLIS_HAVE_ONEDNN
   if (onednn_) {
     // An empty dx tells the vendor convolution to skip the backward-data pass.
-    onednn_->backward(x, dy, n, store_->param_vector(weight_), store_->grad_vector(weight_),
+    onednn_->backward(x, dy, n, store_->compute_vector(weight_), store_->grad_vector(weight_),
                       input_grad_needed() ? dx : Matrix());
     return;
   }

@@ -68,6 +68,11 @@ Linear::Linear(ParameterStore& store, const std::string& name, int in_features, 
     weight_ = store.add(name + ".weight", w_shape, weight_init, true);
     bias_ = store.add(name + ".bias", {out_features}, bias_init, false);
   }
+  const auto cap = static_cast<std::size_t>(capacity);
+  x16_ = AutocastOperand(store.autocast(), name + ".x16",
+                         cap * static_cast<std::size_t>(this->in_features()));
+  dz16_ = AutocastOperand(store.autocast(), name + ".dz16",
+                          cap * static_cast<std::size_t>(this->out_features()));
 }
 
 void Linear::fuse_activation(kernels::Activation f) {
@@ -82,9 +87,9 @@ void Linear::fuse_activation(kernels::Activation f) {
 
 void Linear::forward(ConstMatrix input, int n, const StepContext&) {
   // Parameters first: a store that is not finalized throws before the call is recorded.
-  const ConstMatrix w = store_->param_matrix(weight_);         // [out, in]
+  const ConstMatrix w = store_->compute_matrix(weight_);       // [out, in]
   const kernels::ConstVector b = store_->param_vector(bias_);  // [out]
-  const ConstMatrix x = begin_forward(input, n);               // [n, in]
+  const ConstMatrix x = x16_.round(begin_forward(input, n));   // [n, in]
   const Matrix y = output_rows(n);                             // [n, out]
   // z [n, out]: the pre-activation, kept apart from y only where backward needs it (gelu).
   const Matrix z = pre_activation_.size() > 0 ? as_matrix(pre_activation_, n, out_features()) : y;
@@ -96,10 +101,11 @@ void Linear::forward(ConstMatrix input, int n, const StepContext&) {
   } else {
     kernels::bias_activation_forward(z, b, activation_, y);
   }
+  round_in_place(store_->autocast(), y);
 }
 
 void Linear::backward(ConstMatrix output_grad, int n) {
-  const ConstMatrix x = saved_input();              // [n, in]
+  const ConstMatrix x = x16_.last();                // [n, in] as forward's GEMM read it
   ConstMatrix dz = begin_backward(output_grad, n);  // [n, out]: dy, or dy * f'(z)
   if (activation_ == kernels::Activation::none) {
     // db[out] += sum over rows of dy
@@ -112,14 +118,16 @@ void Linear::backward(ConstMatrix output_grad, int n) {
     kernels::bias_activation_backward(saved, dz, activation_, dzm, store_->grad_vector(bias_));
     dz = dzm;
   }
+  dz = dz16_.round(dz);
   // dW[out, in] += dz^T[out, n] x[n, in]
   kernels::gemm(true, false, 1.0f, dz, x, 1.0f, store_->grad_matrix(weight_));
   if (!input_grad_needed()) return;
   // dx[n, in] = dz[n, out] W[out, in]
   const Matrix dx = input_grad_rows(n);
-  kernels::gemm(false, false, 1.0f, dz, store_->param_matrix(weight_), 0.0f, dx);
+  kernels::gemm(false, false, 1.0f, dz, store_->compute_matrix(weight_), 0.0f, dx);
   // Column-parallel: every rank's output slice depends on the whole input.
   if (split_ == Split::column) tp_.comm->all_reduce(dx.data(), dx.size(), ReduceOp::sum);
+  round_in_place(store_->autocast(), dx);
 }
 
 std::int64_t Linear::flops_per_sample() const {

@@ -3,6 +3,7 @@
 #include "trellis/core/error.hpp"
 #include "trellis/core/host_simd.hpp"
 #include "trellis/core/rng.hpp"
+#include "trellis/kernels/precision_cast.hpp"
 #include "trellis/kernels/random_fill.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 
@@ -155,11 +156,46 @@ void ParameterStore::finalize(std::uint64_t seed, float* grad_memory, float* par
   params_ = buffer(param_memory, "trellis::params");
   grads_ = buffer(grad_memory, "trellis::grads");
   decay_mask_ = FloatView("trellis::decay_mask", buffer_size_);
+  if (autocast_.active()) compute_params_ = FloatView("trellis::compute_params", buffer_size_);
   finalized_ = true;
   for (std::size_t i = 0; i < infos_.size(); ++i) {
     initialize(i);
     if (infos_[i].weight_decay) kernels::fill(param_window(decay_mask_, i), 1.0f);
   }
+  refresh_compute_copy(0);
+}
+
+void ParameterStore::set_autocast(const Autocast& autocast, bool stochastic_rounding) {
+  if (finalized_) throw Error("ParameterStore::set_autocast() after finalize()");
+  autocast_ = autocast;
+  stochastic_rounding_ = stochastic_rounding;
+}
+
+void ParameterStore::refresh_compute_copy(std::int64_t step) {
+  require_finalized("refresh_compute_copy");
+  if (!autocast_.active()) return;
+  if (!stochastic_rounding_) {  // padding rounds to zero along with the rest
+    kernels::round_to(autocast_.mode, params_, compute_params_);
+    return;
+  }
+  for (std::size_t i = 0; i < infos_.size(); ++i) {
+    const ParamInfo& p = infos_[i];
+    const std::uint64_t stream =
+        stream_mix(stream_from_name(p.name) ^ 0x5352u, static_cast<std::uint64_t>(step));
+    kernels::round_stochastic(autocast_.mode, param_window(params_, i),
+                              param_window(compute_params_, i), seed_, stream,
+                              p.shard.index_map(p.logical_shape));
+  }
+}
+
+kernels::Vector ParameterStore::compute_vector(std::size_t i) const {
+  require_finalized("compute_vector");
+  return param_window(autocast_.active() ? compute_params_ : params_, i);
+}
+
+Matrix ParameterStore::compute_matrix(std::size_t i) const {
+  require_finalized("compute_matrix");
+  return matrix_window(autocast_.active() ? compute_params_ : params_, i);
 }
 
 void ParameterStore::initialize(std::size_t i) {

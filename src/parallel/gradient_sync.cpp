@@ -68,6 +68,9 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
     for (float* part : peer_grads_) peer_params_.push_back(part + numel);
     own_grads_.push_back(store.grads().data());
   }
+  if (options_.wire != Precision::fp32 && shared != nullptr)
+    throw Error(std::string("GradientSync: a ") + precision_name(options_.wire) +
+                " wire needs the communicator exchange, not node shared memory");
   if (options_.zero1 && shared != nullptr) {
     // The shard is this rank's slice of its own buffers: the update writes the parameters in
     // place, the peers' gradients are summed into the own ones in place, nothing is copied.
@@ -83,6 +86,10 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
   } else {
     update_size_ = numel;
   }
+  if (options_.wire != Precision::fp32) {
+    wire_ = kernels::HalfView("trellis::grad_wire", numel);
+    if (options_.zero1) shard_wire_ = kernels::HalfView("trellis::grad_wire_shard", update_size_);
+  }
   store_.set_grad_listener(this);
 }
 
@@ -97,12 +104,26 @@ void GradientSync::begin_backward(bool last_micro_batch) {
 
 void GradientSync::start_bucket(std::size_t b, bool gather) {
   // Bounded number of outstanding requests: complete the oldest first.
-  while (tail_ - head_ >= kMaxInFlight) dp_.wait(requests_[order_[head_++]]);
+  while (tail_ - head_ >= kMaxInFlight) {
+    const std::size_t oldest = order_[head_++];
+    dp_.wait(requests_[oldest]);
+    retire(oldest);
+  }
   const Bucket& bucket = buckets_[b];
   float* grads = store_.grads().data();
+  const Precision wire = options_.wire;
   if (gather) {
     requests_[b] = dp_.start_all_gather(shard_params_.data() + bucket.shard_offset,
                                         store_.params().data() + bucket.begin, bucket.piece);
+  } else if (wire != Precision::fp32) {
+    const std::size_t len = bucket.end - bucket.begin;
+    std::uint16_t* words = wire_.data() + bucket.begin;
+    kernels::to_half(wire, kernels::ConstVector(grads + bucket.begin, len),
+                     kernels::HalfVector(words, len));
+    requests_[b] = options_.zero1
+                       ? dp_.start_reduce_scatter_half(
+                             words, shard_wire_.data() + bucket.shard_offset, bucket.piece, wire)
+                       : dp_.start_all_reduce_half(words, len, wire);
   } else if (options_.zero1) {
     requests_[b] =
         dp_.start_reduce_scatter(grads + bucket.begin, shard_grads_.data() + bucket.shard_offset,
@@ -112,6 +133,31 @@ void GradientSync::start_bucket(std::size_t b, bool gather) {
         dp_.start_all_reduce(grads + bucket.begin, bucket.end - bucket.begin, ReduceOp::sum);
   }
   order_[tail_++] = b;
+}
+
+void GradientSync::retire(std::size_t b) {
+  if (gathering_ || options_.wire == Precision::fp32) return;
+  const Bucket& bucket = buckets_[b];
+  if (options_.zero1) {
+    const std::size_t s = bucket.shard_offset;
+    kernels::from_half(options_.wire,
+                       kernels::ConstHalfVector(shard_wire_.data() + s, bucket.piece),
+                       kernels::Vector(shard_grads_.data() + s, bucket.piece));
+  } else {
+    const std::size_t len = bucket.end - bucket.begin;
+    kernels::from_half(options_.wire, kernels::ConstHalfVector(wire_.data() + bucket.begin, len),
+                       kernels::Vector(store_.grads().data() + bucket.begin, len));
+  }
+}
+
+double GradientSync::wire_bytes_per_step() const {
+  return fp32_bytes_per_step() * static_cast<double>(precision_bytes(options_.wire)) / 4.0;
+}
+
+double GradientSync::fp32_bytes_per_step() const {
+  const double p = dp_size_;
+  const double fraction = (options_.zero1 && options_.shared == nullptr ? 1.0 : 2.0) * (p - 1) / p;
+  return fraction * static_cast<double>(store_.buffer_size()) * sizeof(float);
 }
 
 void GradientSync::grads_final_from(std::size_t offset) {
@@ -124,11 +170,15 @@ void GradientSync::grads_final_from(std::size_t offset) {
   }
   // Let MPI progress what is in flight; retire the completed prefix.
   for (std::size_t i = head_; i < tail_; ++i) dp_.test(requests_[order_[i]]);
-  while (head_ < tail_ && !requests_[order_[head_]].pending) ++head_;
+  while (head_ < tail_ && !requests_[order_[head_]].pending) retire(order_[head_++]);
 }
 
 void GradientSync::wait_all() {
-  while (head_ < tail_) dp_.wait(requests_[order_[head_++]]);
+  while (head_ < tail_) {
+    const std::size_t b = order_[head_++];
+    dp_.wait(requests_[b]);
+    retire(b);
+  }
   head_ = 0;
   tail_ = 0;
 }
@@ -203,8 +253,10 @@ void GradientSync::finish_update() {
     gather_shared();
     return;
   }
+  gathering_ = true;
   for (std::size_t b = 0; b < buckets_.size(); ++b) start_bucket(b, true);
   wait_all();
+  gathering_ = false;
 }
 
 void GradientSync::reduce_shared() {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 namespace trellis {
 
@@ -100,8 +101,35 @@ std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_step
   info.counters["global_batch"] = config_.train.global_batch;
   info.counters["optimizer_steps"] = model_.optimizer().step_count();
   info.counters["skipped_steps"] = skipped_steps;
+  const LossScaler& scaler = model_.loss_scaler();
+  if (scaler.enabled()) {  // bit-exact: the float's bits as an integer
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &scaler.state().scale, sizeof bits);
+    info.counters["loss_scale_bits"] = bits;
+    info.counters["loss_scale_growth_tracker"] = scaler.state().growth_tracker;
+    info.counters["loss_scale_hysteresis_left"] = scaler.state().hysteresis_left;
+  }
   return write_checkpoint(config_.derived.checkpoint_dir, all, info,
                           static_cast<int>(config_.ckpt.keep), grid_.world().get());
+}
+
+void CheckpointManager::restore_loss_scaler(const CheckpointInfo& info) {
+  // A checkpoint without scaler state (an fp32 or bf16 run) leaves the scaler at its start.
+  if (!info.counters.count("loss_scale_bits")) return;
+  LossScaler::State state;
+  const auto bits = static_cast<std::uint32_t>(info.counters.at("loss_scale_bits"));
+  std::memcpy(&state.scale, &bits, sizeof bits);
+  state.growth_tracker = info.counters.count("loss_scale_growth_tracker")
+                             ? info.counters.at("loss_scale_growth_tracker")
+                             : 0;
+  state.hysteresis_left = info.counters.count("loss_scale_hysteresis_left")
+                              ? info.counters.at("loss_scale_hysteresis_left")
+                              : 0;
+  try {
+    model_.loss_scaler().restore(state);
+  } catch (const Error& e) {
+    throw InputError(std::string(e.what()));
+  }
 }
 
 void CheckpointManager::load(const std::string& dir) {
@@ -159,6 +187,8 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
       Stopwatch watch;
       load(dir);
       model_.optimizer().set_step_count(info.counters.at("optimizer_steps"));
+      restore_loss_scaler(info);
+      model_.parameters_changed(info.step);
       ResumePoint point;
       point.dir = dir;
       point.step = info.step;

@@ -55,6 +55,24 @@ FieldBinding fault_injection(const char* key) {
   return b;
 }
 
+// precision.loss_scale = auto | dynamic | none | a positive number (a static scale).
+FieldBinding loss_scale(const char* key) {
+  FieldBinding b;
+  b.allowed = "auto, dynamic, none or a positive number";
+  b.parse = [key, allowed = b.allowed](TrainConfig& c, const std::string& t) {
+    double value = 0;
+    if (t != "auto" && t != "dynamic" && t != "none" &&
+        !(config_text::parse_decimal(t, value) && value > 0 && value < 3.4e38))
+      reject_value(key, t, allowed);
+    c.precision.loss_scale = t;
+  };
+  b.format = [](const TrainConfig& c) { return c.precision.loss_scale; };
+  return b;
+}
+
+const std::vector<std::pair<const char*, Precision>> kPrecisions = {
+    {"fp32", Precision::fp32}, {"bf16", Precision::bf16}, {"fp16", Precision::fp16}};
+
 // parallel.schedule: names and parsing live with PipelineSchedule.
 FieldBinding pipeline_schedule(const char* key) {
   FieldBinding b;
@@ -229,6 +247,41 @@ const std::vector<ConfigEntry>& config_table() {
           "1: ZeRO-1, optimizer state sharded over the data-parallel ranks (reduce-scatter "
           "gradients, update the own shard, all-gather parameters)",
           named, FIELD(parallel.zero), {{"0", false}, {"1", true}}),
+      KEY("parallel.grad_dtype", "fp32",
+          "data-parallel gradient wire format: fp32 | bf16 | fp16 (buckets cast down, summed "
+          "with fp32 arithmetic, cast back; communicator exchange only)",
+          named, FIELD(parallel.grad_dtype), kPrecisions),
+      KEY("precision.mode", "fp32",
+          "fp32 | bf16 | fp16: GEMM and convolution operands (weights, activations, their "
+          "gradients) in 16 bits with fp32 accumulation; master weights, optimizer state, "
+          "softmax, norms and the loss stay fp32",
+          named, FIELD(precision.mode), kPrecisions),
+      KEY("precision.kernels", "auto",
+          "16-bit GEMM kernels: native (oneDNN / cuBLAS on 16-bit storage) | emulated (fp32 "
+          "arithmetic on 16-bit-rounded operands) | auto (native on GPUs and on CPUs with "
+          "AMX; emulated elsewhere, where native bf16 is slower than fp32)",
+          choice, FIELD(precision.kernels), {"auto", "native", "emulated"}),
+      KEY("precision.stochastic_rounding", "false",
+          "round the 16-bit weight copies stochastically (counter RNG: layout-independent)",
+          boolean, FIELD(precision.stochastic_rounding)),
+      make_entry("precision.loss_scale", "auto",
+                 "loss scaling: auto (dynamic for fp16, none otherwise) | dynamic | none | a "
+                 "fixed scale",
+                 loss_scale("precision.loss_scale")),
+      KEY("precision.initial_scale", "65536", "dynamic loss scaling: the first scale", real,
+          FIELD(precision.initial_scale), 1e-30, 3.4e38),
+      KEY("precision.growth_factor", "2", "dynamic loss scaling: growth after a clean interval",
+          real, FIELD(precision.growth_factor), 1.000001, 1e6),
+      KEY("precision.backoff_factor", "0.5", "dynamic loss scaling: factor after an overflow",
+          real, FIELD(precision.backoff_factor), 1e-6, 0.999999),
+      KEY("precision.growth_interval", "1000",
+          "dynamic loss scaling: clean steps in a row before the scale grows", integer,
+          FIELD(precision.growth_interval), 1),
+      KEY("precision.hysteresis", "2",
+          "dynamic loss scaling: overflows tolerated (steps skipped) before backing off", integer,
+          FIELD(precision.hysteresis), 1),
+      KEY("precision.min_scale", "1", "dynamic loss scaling: the scale never goes below this",
+          real, FIELD(precision.min_scale), 1e-30, 3.4e38),
       KEY("run.dir", "runs/default", "directory for config.ini, metrics.jsonl and model.h5", text,
           FIELD(run_dir), /*allow_empty=*/false),
       KEY("ckpt.dir", "", "checkpoint directory; empty: <run.dir>/checkpoints", text,

@@ -86,6 +86,11 @@ void Metrics::step(const StepRecord& record, std::int64_t skipped_total) {
   r.mfu = performance_.mfu(r.samples_per_sec);
   r.host_rss_bytes = resident_bytes();
   r.skipped_steps = skipped_total;
+  r.loss_scale = record.loss_scale;
+  r.overflow_steps = record.overflow_steps;
+  r.grad_wire_bytes = record.grad_wire_bytes;
+  r.grad_compression =
+      record.grad_wire_bytes > 0 ? record.grad_fp32_bytes / record.grad_wire_bytes : 1.0;
   r.cost = cost_so_far();
   r.eta_s = eta;
   r.device_memory_used_bytes = device_memory_used();

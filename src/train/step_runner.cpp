@@ -2,6 +2,7 @@
 
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/error.hpp"
+#include "trellis/core/format.hpp"
 #include "trellis/core/timer.hpp"
 #include "trellis/optim/clip.hpp"
 
@@ -86,6 +87,11 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
   // Mean over the global batch's targets: every rank scales by the same 1/(b x rows per
   // sample), so the dp sum of gradients is the global mean.
   float scale = 1.0f / static_cast<float>(part.global_samples * rows_per_sample);
+  // Loss scaling (fp16): every gradient carries the factor S until the optimizer divides it
+  // out; bit-exact for power-of-two S.
+  LossScaler& scaler = model_.loss_scaler();
+  record.loss_scale = scaler.scale();
+  if (scaler.enabled()) scale *= record.loss_scale;
   if (faults_.poison_step(record.step)) scale = std::numeric_limits<float>::quiet_NaN();
   // loss sum, correct predictions, loss terms (targets), samples
   double sums[4] = {0.0, 0.0, static_cast<double>(part.samples * rows_per_sample),
@@ -132,27 +138,55 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
       MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_.pp().get()));
   if (sync.sharded())
     TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, dp.get()));
-  record.grad_norm = std::sqrt(sum_of_squares);
+  const double scaled_norm = std::sqrt(sum_of_squares);
+  record.grad_norm = scaled_norm / static_cast<double>(record.loss_scale);
+  record.grad_wire_bytes = sync.wire_bytes_per_step();
+  record.grad_fp32_bytes = sync.fp32_bytes_per_step();
   ++completed_;
   // A NaN or infinity anywhere reaches every rank through the reduced loss and the global
   // norm, so all ranks decide alike here, before anything is updated.
-  if (!std::isfinite(record.loss_sum) || !std::isfinite(record.grad_norm)) {
+  const bool nonfinite = !std::isfinite(record.loss_sum) || !std::isfinite(scaled_norm);
+  // The loss scaler takes an overflow while it can still back off; at its floor, or without
+  // a dynamic scaler, a non-finite step is a divergence for fault.nonfinite.
+  const bool scaler_overflow = nonfinite && scaler.dynamic() && !scaler.at_minimum();
+  scaler.update(nonfinite);
+  if (scaler_overflow) {
+    overflow_skip(record, scaler.scale());
+  } else if (nonfinite) {
     skip(record);
+  }
+  record.overflow_steps = overflow_steps_;
+  if (nonfinite) {
     times.optimizer += phase.seconds();
     times.total = whole.seconds();
     return record;
   }
   consecutive_skips_ = 0;
-  // Clipping rides in the update pass: the optimizer multiplies each gradient by the clip
-  // coefficient as it reads it (1 when not clipping), the same floats as clipping in place.
-  const float clip = clip_coefficient(record.grad_norm, config_.optim.clip_norm);
-  model_.optimizer().step(sync.update_params(), grads, record.lr, clip);
+  // Clipping and unscaling ride in the update pass: the optimizer multiplies each gradient
+  // by clip / S as it reads it (1 when neither applies), the same floats as clipping in place.
+  float multiplier = clip_coefficient(record.grad_norm, config_.optim.clip_norm);
+  if (scaler.enabled()) multiplier *= 1.0f / record.loss_scale;
+  model_.optimizer().step(sync.update_params(), grads, record.lr, multiplier);
   times.optimizer += phase.fenced_seconds();
   phase.restart();
   sync.finish_update();  // ZeRO-1: all-gather the updated shards
   times.comm += phase.seconds();
+  phase.restart();
+  model_.parameters_changed(completed_);  // the 16-bit compute copy, with autocast
+  times.optimizer += phase.fenced_seconds();
   times.total = whole.seconds();
   return record;
+}
+
+void StepRunner::overflow_skip(StepRecord& record, float new_scale) {
+  ++skipped_;
+  ++overflow_steps_;
+  record.skipped = true;
+  if (grid_.rank() == 0)
+    log_.info("step " + std::to_string(record.step) +
+              ": gradients overflowed at loss scale " + format_text("%g", record.loss_scale) +
+              ", step skipped; scale now " + format_text("%g", new_scale) + " (" +
+              std::to_string(overflow_steps_) + " overflow steps so far)");
 }
 
 void StepRunner::skip(StepRecord& record) {

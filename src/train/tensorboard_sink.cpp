@@ -65,6 +65,10 @@ void TensorBoardSink::interval(const IntervalReport& r) {
   tb.add_scalar("train/accuracy", r.accuracy, s);
   tb.add_scalar("train/lr", r.lr, s);
   tb.add_scalar("train/grad_norm", r.grad_norm, s);
+  tb.add_scalar("train/loss_scale", r.loss_scale, s);
+  tb.add_scalar("train/overflow_steps", static_cast<double>(r.overflow_steps), s);
+  tb.add_scalar("comm/grad_wire_bytes", r.grad_wire_bytes, s);
+  tb.add_scalar("comm/grad_compression", r.grad_compression, s);
   tb.add_scalar("perf/samples_per_sec", r.samples_per_sec, s);
   tb.add_scalar("perf/tflops", r.tflops, s);
   tb.add_scalar("perf/mfu", r.mfu, s);

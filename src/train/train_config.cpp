@@ -5,6 +5,7 @@
 #include "trellis/train/config_fields.hpp"
 #include "trellis/train/config_table.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <sstream>
 
@@ -143,6 +144,26 @@ ConfigDifference first_model_difference(const TrainConfig& stored, const TrainCo
     if (a != b) return {name, a, b};
   }
   return {};
+}
+
+}  // namespace trellis
+
+namespace trellis {
+
+LossScaleSpec PrecisionConfig::loss_scale_spec() const {
+  LossScaleSpec spec;
+  const bool automatic = loss_scale == "auto";
+  spec.enabled = loss_scale != "none" && (!automatic || mode == Precision::fp16);
+  spec.dynamic = automatic || loss_scale == "dynamic";
+  spec.initial_scale =
+      spec.dynamic ? static_cast<float>(initial_scale) : std::stof(loss_scale);
+  spec.growth_factor = static_cast<float>(growth_factor);
+  spec.backoff_factor = static_cast<float>(backoff_factor);
+  spec.growth_interval = growth_interval;
+  spec.hysteresis = hysteresis;
+  // A static scale never backs off, so its floor is itself.
+  spec.min_scale = spec.dynamic ? static_cast<float>(min_scale) : spec.initial_scale;
+  return spec;
 }
 
 }  // namespace trellis

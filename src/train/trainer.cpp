@@ -148,6 +148,11 @@ void Trainer::log_setup() const {
             " on this rank); optimizer " + model_->optimizer().name() + ", schedule " +
             config_.sched.type);
   log_.info("gradient exchange: " + model_->describe_exchange(config_));
+  if (!model_->precision_notice().empty()) log_.info(model_->precision_notice());
+  if (model_->loss_scaler().enabled())
+    log_.info(format_text("loss scaling: %s, scale %g", 
+                          model_->loss_scaler().dynamic() ? "dynamic" : "static",
+                          static_cast<double>(model_->loss_scaler().scale())));
   if (pp > 1)
     log_.info(
         format_text("pipeline: %d stages, schedule ", pp) +

@@ -32,6 +32,10 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   const PipelineSchedule schedule =
       pp > 1 ? config.parallel.schedule : PipelineSchedule::one_f_one_b;
   const int slots = in_flight(schedule, pp, stage, micro_batches);
+  // Before the layers are built: they size their 16-bit operand buffers from it.
+  store_.set_autocast(
+      nn::resolve_autocast(config.precision.mode, config.precision.kernels, precision_notice_),
+      config.precision.stochastic_rounding);
   std::vector<std::unique_ptr<nn::Model>> replicas;
   const std::size_t first_offset = store_.registration_cursor();
   replicas.push_back(build_model(config.model, shape, capacity, store_, &dp, tp, range));
@@ -43,7 +47,7 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   model_ = replicas.front().get();
   tied_ = model_->tied_parameters();
   store_.pad_to_multiple(GradientSync::padding_multiple(dp.size()));  // even ZeRO-1 shards
-  if (use_shared_exchange(config.parallel.grad_exchange, grid)) {
+  if (use_shared_exchange(config.parallel, grid)) {
     shared_window_ = std::make_unique<NodeSharedWindow>(
         dp, GradientSync::shared_floats(store_.buffer_size(), config.parallel.zero));
     float* part = shared_window_->part(dp.rank());
@@ -58,6 +62,7 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   sync_options.bucket_bytes = static_cast<std::size_t>(config.parallel.bucket_mb * 1024 * 1024);
   sync_options.overlap = config.parallel.overlap;
   sync_options.zero1 = config.parallel.zero;
+  sync_options.wire = config.parallel.grad_dtype;
   sync_ = std::make_unique<GradientSync>(grid.communicator(Axis::dp), store_, sync_options);
   for (const std::string& name : tied_) {  // summed over the two stages before the dp sync
     const nn::ParamInfo& info = store_.info(store_.index(name));
@@ -74,11 +79,19 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   optimizer_ = make_optimizer(config.optimizer_spec(), sync_->update_size(),
                               sync_->gather_shard(store_.decay_mask()));
   schedule_ = std::make_unique<LrSchedule>(config.schedule_spec(total_steps));
+  loss_scaler_ = std::make_unique<LossScaler>(config.precision.loss_scale_spec());
 }
 
-bool TrainingModel::use_shared_exchange(const std::string& mode, const ProcessGrid& grid) {
+bool TrainingModel::use_shared_exchange(const ParallelConfig& parallel, const ProcessGrid& grid) {
+  const std::string& mode = parallel.grad_exchange;
   const MpiComm& dp = grid.dp();
-  if (mode == "communicator" || dp.size() == 1) return false;
+  // A compressed wire is a communicator matter: shared memory has no wire to compress.
+  if (mode == "shared_memory" && parallel.grad_dtype != Precision::fp32)
+    throw ConfigError(std::string("parallel.grad_exchange = shared_memory sums fp32 gradients "
+                                  "in place; parallel.grad_dtype = ") +
+                      precision_name(parallel.grad_dtype) + " needs communicator (or auto)");
+  if (mode == "communicator" || dp.size() == 1 || parallel.grad_dtype != Precision::fp32)
+    return false;
   const bool host_mpi = kHostMemory && grid.backend() == CommBackend::mpi;
   const bool one_node = NodeSharedWindow::on_one_node(dp);  // collective: ask on every path
   if (mode == "shared_memory" && !(host_mpi && one_node))
@@ -98,6 +111,8 @@ std::string TrainingModel::describe_exchange(const TrainConfig& config) const {
   if (!shared_window_)
     text += format_text(", buckets of %.3g MiB", config.parallel.bucket_mb) +
             (config.parallel.overlap ? ", overlapped with backward" : "");
+  if (config.parallel.grad_dtype != Precision::fp32)
+    text += std::string(", ") + precision_name(config.parallel.grad_dtype) + " on the wire";
   return text + (config.parallel.zero ? ", ZeRO-1" : "");
 }
 

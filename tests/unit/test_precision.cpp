@@ -174,9 +174,11 @@ TEST_CASE("bulk casts equal the scalar conversions", "[precision]") {
     }
     // Stochastic: the same element gets the same bits whatever the chunking.
     FloatView whole("whole", n), parts("parts", n);
-    kernels::round_stochastic(p, src, whole, 9, 5, 100);
-    kernels::round_stochastic(p, slice(src, 0, 400), slice(parts, 0, 400), 9, 5, 100);
-    kernels::round_stochastic(p, slice(src, 400, n), slice(parts, 400, n), 9, 5, 500);
+    kernels::round_stochastic(p, src, whole, 9, 5, kernels::ShardIndexMap{100});
+    kernels::round_stochastic(p, slice(src, 0, 400), slice(parts, 0, 400), 9, 5,
+                              kernels::ShardIndexMap{100});
+    kernels::round_stochastic(p, slice(src, 400, n), slice(parts, 400, n), 9, 5,
+                              kernels::ShardIndexMap{500});
     auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), whole);
     auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), parts);
     for (std::size_t i = 0; i < n; ++i) REQUIRE(hw(i) == hp(i));

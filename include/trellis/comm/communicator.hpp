@@ -19,9 +19,12 @@
 // so two ranks may each send to and receive from the other without deadlock.
 #pragma once
 
+#include "trellis/core/precision.hpp"
+
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -70,6 +73,14 @@ class Communicator {
   virtual CommRequest start_all_gather(const float* send, float* recv, std::size_t send_count) = 0;
 
   virtual void broadcast(float* data, std::size_t count, int root) = 0;
+
+  // The compressed gradient wire: 16-bit words of `format` (bf16 or fp16), summed with fp32
+  // arithmetic, each partial sum rounded back to the format (MPI: a user-defined reduction on
+  // host buffers; NCCL: its native bf16/fp16 sums). Same contracts as the float versions.
+  virtual CommRequest start_all_reduce_half(std::uint16_t* data, std::size_t count,
+                                            Precision format) = 0;
+  virtual CommRequest start_reduce_scatter_half(const std::uint16_t* send, std::uint16_t* recv,
+                                                std::size_t recv_count, Precision format) = 0;
 
   // Blocking outside a group; launched at group_end() inside one.
   virtual void send(const float* data, std::size_t count, int peer) = 0;

@@ -16,6 +16,7 @@ class MpiCommunicator : public Communicator {
   static constexpr std::size_t kMaxGroupOps = 64;
 
   explicit MpiCommunicator(const MpiComm& comm);
+  ~MpiCommunicator() override;
 
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.size(); }
@@ -29,6 +30,11 @@ class MpiCommunicator : public Communicator {
   void all_gather(const float* send, float* recv, std::size_t send_count) override;
   CommRequest start_all_gather(const float* send, float* recv, std::size_t send_count) override;
   void broadcast(float* data, std::size_t count, int root) override;
+  // Host buffers only: the reduction runs in MPI's host code (Error in device-memory builds).
+  CommRequest start_all_reduce_half(std::uint16_t* data, std::size_t count,
+                                    Precision format) override;
+  CommRequest start_reduce_scatter_half(const std::uint16_t* send, std::uint16_t* recv,
+                                        std::size_t recv_count, Precision format) override;
   void send(const float* data, std::size_t count, int peer) override;
   void recv(float* data, std::size_t count, int peer) override;
   void group_start() override;
@@ -40,6 +46,8 @@ class MpiCommunicator : public Communicator {
   const MpiComm& comm_;
   bool in_group_ = false;
   std::vector<MPI_Request> group_requests_;  // capacity kMaxGroupOps, reserved once
+  MPI_Op bf16_sum_ = MPI_OP_NULL, fp16_sum_ = MPI_OP_NULL;  // user-defined, freed with this
+  MPI_Op half_sum(Precision format) const;
 };
 
 }  // namespace trellis

@@ -57,6 +57,10 @@ class NcclCommunicator : public Communicator {
   void all_gather(const float* send, float* recv, std::size_t send_count) override;
   CommRequest start_all_gather(const float* send, float* recv, std::size_t send_count) override;
   void broadcast(float* data, std::size_t count, int root) override;
+  CommRequest start_all_reduce_half(std::uint16_t* data, std::size_t count,
+                                    Precision format) override;
+  CommRequest start_reduce_scatter_half(const std::uint16_t* send, std::uint16_t* recv,
+                                        std::size_t recv_count, Precision format) override;
   void send(const float* data, std::size_t count, int peer) override;
   void recv(float* data, std::size_t count, int peer) override;
   void group_start() override;

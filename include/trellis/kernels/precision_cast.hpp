@@ -2,12 +2,14 @@
 // bit-exact between host and device:
 //   round_to          fp32 -> fp32 holding the nearest bf16/fp16 value (autocast operands)
 //   round_stochastic  the same with stochastic rounding, the random word of element i drawn
-//                     from (seed, stream, first_index + i): the same bits for any layout
+//                     from (seed, stream, map(i)), map(i) the element's index in its logical
+//                     tensor: the same bits for any layout, tensor-parallel pieces included
 //   to_half/from_half fp32 <-> 16-bit words (the compressed gradient wire)
 // fp32 as the format makes round_to a copy (or nothing, in place).
 #pragma once
 
 #include "trellis/core/precision.hpp"
+#include "trellis/kernels/random_fill.hpp"
 #include "trellis/kernels/views.hpp"
 
 #include <cstdint>
@@ -22,7 +24,7 @@ using ConstHalfVector = Kokkos::View<const std::uint16_t*, MemSpace, Unmanaged>;
 void round_to(Precision p, ConstVector src, Vector dst);
 // dst[i] = nearest-or-next value of p by stochastic rounding; dst may be src.
 void round_stochastic(Precision p, ConstVector src, Vector dst, std::uint64_t seed,
-                      std::uint64_t stream, std::uint64_t first_index);
+                      std::uint64_t stream, const ShardIndexMap& map = {});
 // dst[i] = src[i] in p (bf16 or fp16; Error for fp32), round to nearest even.
 void to_half(Precision p, ConstVector src, HalfVector dst);
 // dst[i] = src[i] as fp32 (exact).

@@ -24,6 +24,9 @@
 // this im2col + GEMM path (device GEMMs through KokkosBlas/cuBLAS), which stays the portable
 // fallback and the tests' reference. The vendor paths allocate no im2col workspace; the bias
 // steps are shared.
+//
+// Mixed precision (autocast.hpp, from the store): x and dy rounded into x16 / dy16, the
+// weight's rounded compute copy, y and dx rounded in place; dW and db stay fp32.
 #pragma once
 
 #include "trellis/kernels/conv.hpp"
@@ -85,6 +88,9 @@ class Conv2d : public Layer {
   std::optional<std::size_t> bias_index() const { return bias_; }
 
  private:
+  // The convolution proper, on the operands autocast chose (rounded or not).
+  void forward_operands(ConstMatrix x, kernels::ConstVector weight, int n);
+  void backward_operands(ConstMatrix dy, ConstMatrix x, int n);
   // cols of images [first, first + count) of x, in the workspace (or x itself when pointwise).
   ConstMatrix columns(const ConstMatrix& x, int first, int count) const;
 
@@ -95,6 +101,8 @@ class Conv2d : public Layer {
   std::optional<std::size_t> bias_;
   int block_ = 1;
   FloatView workspace_;  // [block * C*k*k * H'*W'] (empty when pointwise)
+  AutocastOperand x16_;   // [cap * C*H*W] autocast: x rounded
+  AutocastOperand dy16_;  // [cap * C'*H'*W'] autocast: dy rounded
 #if defined(TRELLIS_ENABLE_CUDNN)
   std::unique_ptr<kernels::CudnnConvolution> cudnn_;
 #endif

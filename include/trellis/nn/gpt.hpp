@@ -129,6 +129,8 @@ class Gpt : public Model {
   std::unique_ptr<LayerNorm> ln_f_;  // last stage, built after the blocks (forward order)
   FloatView logits_;                 // [capacity * T * vocab/tp]   last stage
   FloatView dhf_;                    // [capacity * T * d]          last stage
+  AutocastOperand hf16_;             // [capacity * T * d]  autocast: ln_f's output rounded
+  AutocastOperand dlogits16_;        // [capacity * T * vocab/tp]  autocast: dlogits rounded
   ConstMatrix input_grad_;           // non-first stages: [capacity * T, d] of the last backward
   int last_n_ = -1;
   std::size_t wpe_offset_ = 0, ln_f_offset_ = 0;  // flat offsets, for grads_final_from

@@ -14,6 +14,10 @@
 // take dz. Buffers: gelu keeps z [cap, out] for backward (relu needs only y: [z > 0] == [y > 0]);
 // dz [cap, out]. The same memory as the separate activation layer's output / input gradient.
 //
+// Mixed precision (autocast.hpp, from the store): x and dz are rounded into the layer's own
+// operand buffers x16 [cap, in] and dz16 [cap, out] (kept between forward and backward), the
+// GEMMs read W's rounded compute copy, and y and dx are rounded in place; db and dW stay fp32.
+//
 // set_input_grad_needed(false) (Layer): for the first layer of a model, whose input is data:
 // backward leaves dx (one of its three GEMMs) out, and input_grad() must not be read.
 //
@@ -80,6 +84,8 @@ class Linear : public Layer {
   kernels::Activation activation_ = kernels::Activation::none;
   FloatView pre_activation_;  // [cap * out] z = x W^T + b, gelu only
   FloatView dz_;              // [cap * out] dy * f'(z), with an activation only
+  AutocastOperand x16_;       // [cap * in] x rounded, autocast only
+  AutocastOperand dz16_;      // [cap * out] dz rounded, autocast only
 };
 
 }  // namespace trellis::nn

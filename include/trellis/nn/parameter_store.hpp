@@ -36,6 +36,7 @@
 #include "trellis/core/shape.hpp"
 #include "trellis/kernels/random_fill.hpp"
 #include "trellis/kernels/views.hpp"
+#include "trellis/nn/autocast.hpp"
 #include "trellis/nn/init.hpp"
 
 #include <cstddef>
@@ -155,6 +156,19 @@ class ParameterStore {
 
   void zero_grads();
 
+  // Mixed precision (autocast.hpp). GEMM layers read their weights through compute_vector() /
+  // compute_matrix(): with autocast active, a copy of params() rounded to its format (to
+  // nearest, or stochastically), which refresh_compute_copy() rebuilds and must follow every
+  // change to params() (initialisation, optimizer step, checkpoint load); off, params()
+  // itself. set_autocast() before finalize(); finalize() refreshes once.
+  void set_autocast(const Autocast& autocast, bool stochastic_rounding = false);
+  const Autocast& autocast() const { return autocast_; }
+  // step: the optimizer steps taken, which keys the stochastic draws (stream per parameter
+  // name and step, index = the logical element: the same bits on any layout).
+  void refresh_compute_copy(std::int64_t step);
+  kernels::Vector compute_vector(std::size_t i) const;
+  Matrix compute_matrix(std::size_t i) const;
+
   // Backward progress (see above). The listener is not owned; nullptr detaches it.
   void set_grad_listener(GradReadyListener* listener) { listener_ = listener; }
   void grads_final_from(std::size_t offset) const {
@@ -181,6 +195,9 @@ class ParameterStore {
   FloatView params_;      // [buffer_size_]
   FloatView grads_;       // [buffer_size_]
   FloatView decay_mask_;  // [buffer_size_]
+  Autocast autocast_;
+  bool stochastic_rounding_ = false;
+  FloatView compute_params_;  // [buffer_size_] params rounded to autocast_.mode; active only
 };
 
 }  // namespace trellis::nn

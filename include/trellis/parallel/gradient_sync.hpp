@@ -44,6 +44,12 @@
 // backward (one core per rank has no spare cycles to overlap with). After finish_reduction()
 // and finish_update() return, no rank touches another's buffers.
 //
+// Compressed wire (options.wire = bf16 | fp16, parallel.grad_dtype; communicator exchange
+// only): a bucket is cast down into a 16-bit wire buffer [buffer_size] (zero1: received into a
+// 16-bit shard [update_size]) when it starts, reduced there by the communicator's 16-bit sum
+// (fp32 arithmetic per partial sum), and cast back into the fp32 gradients when its request
+// retires. Half the bytes of fp32; the parameters' ZeRO-1 all-gather stays fp32.
+//
 // Everything (shard buffers, request array) is allocated in the constructor; the step allocates
 // nothing. All traffic goes through Communicator, so the MPI and NCCL backends behave alike.
 // Non-blocking collectives are started in the same order (highest bucket first) on every rank,
@@ -54,6 +60,8 @@
 #include "trellis/comm/communicator.hpp"
 #include "trellis/comm/node_shared_window.hpp"
 #include "trellis/core/kokkos_types.hpp"
+#include "trellis/core/precision.hpp"
+#include "trellis/kernels/precision_cast.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
 #include <cstddef>
@@ -71,6 +79,8 @@ struct GradientSyncOptions {
   // store.finalize(seed, part, zero1 ? part + buffer_size : nullptr). Outlives the
   // GradientSync. Null: the communicator does the exchange; bucket_bytes applies only then.
   NodeSharedWindow* shared = nullptr;
+  // parallel.grad_dtype: the format gradients travel in (communicator exchange only).
+  Precision wire = Precision::fp32;
 };
 
 class GradientSync : public nn::GradReadyListener {
@@ -133,6 +143,12 @@ class GradientSync : public nn::GradReadyListener {
   // the constructor does it too). Not sharded: nothing.
   void load_shard_from_params();
 
+  // Gradient bytes this rank sends per step through the dp exchange, by the usual ring
+  // accounting (all-reduce 2 (p - 1) / p of the buffer, reduce-scatter (p - 1) / p; the same
+  // for the shared-memory exchange's reads), in the wire format and as fp32 would send them.
+  double wire_bytes_per_step() const;
+  double fp32_bytes_per_step() const;
+
   std::size_t bucket_count() const { return buckets_.size(); }
   // Buckets of the last finish_reduction() that grads_final_from() had already started.
   std::size_t buckets_started_early() const { return started_early_; }
@@ -148,6 +164,8 @@ class GradientSync : public nn::GradReadyListener {
   // Starts bucket b's reduction (gather = false) or its all-gather (gather = true).
   void start_bucket(std::size_t b, bool gather);
   void wait_all();
+  // Bucket b's request has completed: with a compressed wire, cast its sum back into fp32.
+  void retire(std::size_t b);
   // The node shared-memory exchange (options_.shared).
   void reduce_shared();
   void gather_shared();
@@ -171,6 +189,9 @@ class GradientSync : public nn::GradReadyListener {
   std::vector<float*> peer_grads_;   // shared: every dp rank's gradients, by rank
   std::vector<float*> peer_params_;  // shared + zero1: every dp rank's parameters, by rank
   std::vector<float*> own_grads_;    // shared: {store.grads().data()}
+  kernels::HalfView wire_;           // compressed wire: [buffer_size] 16-bit gradients
+  kernels::HalfView shard_wire_;     // compressed wire + zero1: [update_size] reduced shard
+  bool gathering_ = false;           // the requests in flight are finish_update()'s gathers
 };
 
 }  // namespace trellis

@@ -8,7 +8,7 @@
 //                              momentum_buffer, square_avg) per parameter; with ZeRO-1 each dp
 //                              rank writes and reads the ranges of its own shard
 //   buffers/<name>             BatchNorm running statistics
-// plus the step, the optimizer's step count, the skipped steps, the global batch, the
+// plus the step, the optimizer's step count, the skipped steps, the loss scaler's state, the global batch, the
 // resolved config and the build. Randomness needs no state: every draw is keyed by (seed,
 // step, position). model.h5 holds params/ and buffers/ in the weights format.
 #pragma once
@@ -57,6 +57,8 @@ class CheckpointManager {
   // Every tensor a checkpoint (with_optimizer) or model.h5 holds, as this rank's pieces.
   std::vector<TensorPiece> pieces(bool with_optimizer) const;
   void load(const std::string& dir);
+  // The loss scaler's state from a checkpoint's counters (loss_scale_bits: the float's bits).
+  void restore_loss_scaler(const CheckpointInfo& info);
 
   const TrainConfig& config_;
   const ProcessGrid& grid_;

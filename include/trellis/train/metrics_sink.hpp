@@ -29,6 +29,10 @@ struct IntervalReport {
   double tflops = 0, mfu = 0;
   std::int64_t host_rss_bytes = 0;
   std::int64_t skipped_steps = 0;  // over the whole run
+  double loss_scale = 1;            // the last step's (1: no loss scaling)
+  std::int64_t overflow_steps = 0;  // steps the loss scaler skipped, over the whole run
+  double grad_wire_bytes = 0;       // dp gradient bytes sent per step (the last step's)
+  double grad_compression = 1;      // fp32 bytes / wire bytes (1: uncompressed or no dp)
   CostEstimate cost;
   double eta_s = 0;
   std::optional<std::int64_t> device_memory_used_bytes;  // CUDA builds

@@ -34,6 +34,10 @@ struct StepRecord {
   double samples = 0;      // samples of the global batch
   double grad_norm = 0;    // global norm before clipping
   bool skipped = false;    // non-finite loss or gradients: parameters unchanged
+  float loss_scale = 1;    // the loss scale this step's gradients carried (1: no scaling)
+  std::int64_t overflow_steps = 0;  // steps skipped by the loss scaler so far (whole run)
+  double grad_wire_bytes = 0;       // data-parallel gradient bytes this rank sent this step
+  double grad_fp32_bytes = 0;       // what an uncompressed fp32 exchange would have sent
   StepTimes times;
 
   double loss() const { return targets > 0 ? loss_sum / targets : 0.0; }

@@ -7,7 +7,12 @@
 //   tied-table gradients summed over the embedding group -> wait for the dp buckets
 //   loss/accuracy sums reduced over pp and dp -> global norm (masked, reduced over tp, pp
 //     and, with ZeRO-1, dp) -> non-finite policy -> clip -> optimizer at lr(step)
-//     -> ZeRO-1 all-gather
+//     -> ZeRO-1 all-gather -> the 16-bit compute copy of the weights (autocast)
+//
+// Loss scaling (precision.loss_scale, fp16): the backward starts from loss x S; the norm is
+// reported unscaled; a non-finite step is an overflow for the scaler (skipped on every rank
+// alike, the scale backs off) until the scale reaches its floor, and only then a divergence
+// for fault.nonfinite; the optimizer reads gradients x clip / S.
 //
 // The learning rate is computed once per step, from the 0-based index of the step being
 // taken, and reported in the StepRecord with the value the optimizer used.
@@ -40,6 +45,8 @@ class StepRunner {
 
   std::int64_t completed() const { return completed_; }
   std::int64_t skipped() const { return skipped_; }
+  // Steps the loss scaler skipped (also counted in skipped()), since this process started.
+  std::int64_t overflow_steps() const { return overflow_steps_; }
   // After a resume: where the run continues.
   void restore(std::int64_t completed, std::int64_t skipped) {
     completed_ = completed;
@@ -49,6 +56,8 @@ class StepRunner {
 
  private:
   void skip(StepRecord& record);  // the fault.nonfinite policy
+  // A loss-scaler overflow: skipped and counted, never against fault.max_skips.
+  void overflow_skip(StepRecord& record, float new_scale);
 
   const TrainConfig& config_;
   const ProcessGrid& grid_;
@@ -58,7 +67,7 @@ class StepRunner {
   const FaultInjector& faults_;
   Logger log_;
   std::int64_t completed_ = 0;  // optimizer steps taken (skipped ones included)
-  std::int64_t skipped_ = 0, consecutive_skips_ = 0;
+  std::int64_t skipped_ = 0, consecutive_skips_ = 0, overflow_steps_ = 0;
 };
 
 }  // namespace trellis

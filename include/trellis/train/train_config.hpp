@@ -10,6 +10,8 @@
 #pragma once
 
 #include "trellis/comm/communicator.hpp"
+#include "trellis/core/precision.hpp"
+#include "trellis/optim/loss_scaler.hpp"
 #include "trellis/optim/optimizer.hpp"
 #include "trellis/optim/schedule.hpp"
 #include "trellis/parallel/pipeline_schedule.hpp"
@@ -116,6 +118,20 @@ struct ParallelConfig {
   bool zero = false;          // ZeRO-1
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   std::string stages;  // parallel.stages: units per stage, or empty (balanced)
+  Precision grad_dtype = Precision::fp32;  // the data-parallel gradient wire format
+};
+
+// Mixed precision: fp32 master weights and optimizer state, GEMM operands in `mode`.
+struct PrecisionConfig {
+  Precision mode = Precision::fp32;
+  std::string kernels;  // auto | native | emulated (nn/autocast.hpp resolves)
+  bool stochastic_rounding = false;
+  std::string loss_scale;  // auto | dynamic | none | a positive number (static)
+  double initial_scale = 0, growth_factor = 0, backoff_factor = 0, min_scale = 0;
+  std::int64_t growth_interval = 0, hysteresis = 0;
+
+  // The scaler precision.* asks for: auto = dynamic for fp16, none otherwise.
+  LossScaleSpec loss_scale_spec() const;
 };
 
 // Resolved from the user's values and the run's circumstances; never parsed from the user.
@@ -134,6 +150,7 @@ struct TrainConfig {
   SchedConfig sched;
   DataConfig data;
   ParallelConfig parallel;
+  PrecisionConfig precision;
   CheckpointConfig ckpt;
   FaultConfig fault;
   MonitorConfig monitor;

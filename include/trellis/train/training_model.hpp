@@ -10,6 +10,7 @@
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
 #include "trellis/optim/clip.hpp"
+#include "trellis/optim/loss_scaler.hpp"
 #include "trellis/optim/optimizer.hpp"
 #include "trellis/optim/schedule.hpp"
 #include "trellis/parallel/gradient_sync.hpp"
@@ -45,6 +46,13 @@ class TrainingModel {
   const Optimizer& optimizer() const { return *optimizer_; }
   const LrSchedule& schedule() const { return *schedule_; }
   const NormMask& norm_mask() const { return norm_mask_; }
+  LossScaler& loss_scaler() { return *loss_scaler_; }
+  const LossScaler& loss_scaler() const { return *loss_scaler_; }
+  // Mixed precision: which kernels run and why, for the set-up log ("" for fp32).
+  const std::string& precision_notice() const { return precision_notice_; }
+  // After every change to the parameters (optimizer step, checkpoint load): rebuilds the
+  // 16-bit compute copy the GEMM layers read. `step`: optimizer steps taken.
+  void parameters_changed(std::int64_t step) { store_.refresh_compute_copy(step); }
 
   // Parameters this stage shares with another stage (the GPT's tied token table on the first
   // and last stage): their gradients are summed over the embedding group before the dp sync.
@@ -61,7 +69,7 @@ class TrainingModel {
  private:
   // parallel.grad_exchange resolved: whether the dp group exchanges through node shared
   // memory. Collective over dp; ConfigError for shared_memory where it cannot apply.
-  static bool use_shared_exchange(const std::string& mode, const ProcessGrid& grid);
+  static bool use_shared_exchange(const ParallelConfig& parallel, const ProcessGrid& grid);
 
   std::unique_ptr<NodeSharedWindow> shared_window_;  // before store_: holds its gradients
   int grad_exchange_dp_ = 1;
@@ -73,6 +81,8 @@ class TrainingModel {
   NormMask norm_mask_;  // [update size]: gradients this rank counts in the global norm
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<LossScaler> loss_scaler_;
+  std::string precision_notice_;
 };
 
 }  // namespace trellis
