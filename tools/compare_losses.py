@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Compares the per-step training loss of several runs' metrics.jsonl files.
 
-usage: compare_losses.py --rtol 1e-5 --steps 50 REFERENCE_RUN_DIR OTHER_RUN_DIR [...]
+usage: compare_losses.py --rtol 1e-5 --steps 50 [--window 50] REFERENCE_RUN_DIR OTHER_RUN_DIR [...]
 
 Exits 1 (printing the first mismatches) unless every run logged the same steps as the
-reference and every loss agrees within the relative tolerance. Standard library only.
+reference and every loss agrees within the relative tolerance. With --window W, the means of
+consecutive windows of W logged steps are compared instead of single steps (loss curves of
+runs that differ in rounding, e.g. bf16 against fp32). Standard library only.
 """
 import argparse
 import json
@@ -26,6 +28,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--steps", type=int, default=0, help="require exactly this many logged steps")
+    parser.add_argument("--window", type=int, default=1, help="compare means of this many steps")
     parser.add_argument("runs", nargs="+")
     args = parser.parse_args()
 
@@ -41,14 +44,19 @@ def main():
             failed = True
             continue
         worst = 0.0
-        for step in sorted(reference):
-            a, b = reference[step], other[step]
+        steps = sorted(reference)
+        for first in range(0, len(steps), args.window):
+            window = steps[first:first + args.window]
+            a = sum(reference[s] for s in window) / len(window)
+            b = sum(other[s] for s in window) / len(window)
             rel = abs(a - b) / max(abs(a), 1e-30)
             worst = max(worst, rel)
+            where = f"step {window[0]}" if len(window) == 1 else f"steps {window[0]}-{window[-1]} (mean)"
             if rel > args.rtol:
-                print(f"{run}: step {step}: loss {b!r} vs {a!r} (relative difference {rel:.3g} > {args.rtol})")
+                print(f"{run}: {where}: loss {b!r} vs {a!r} (relative difference {rel:.3g} > {args.rtol})")
                 failed = True
-        print(f"{run}: {len(other)} steps, worst relative difference {worst:.3g}")
+        print(f"{run}: {len(other)} steps, worst relative difference {worst:.3g}"
+              + (f" over windows of {args.window}" if args.window > 1 else ""))
     return 1 if failed else 0
 
 

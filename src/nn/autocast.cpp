@@ -17,23 +17,25 @@ Autocast resolve_autocast(Precision mode, const std::string& kernels, std::strin
         "precision.kernels = native: 16-bit GEMM kernels are not built into this version; use "
         "emulated (fp32 arithmetic on 16-bit-rounded operands) or auto");
   const std::string name = precision_name(mode);
-  if (kHostMemory) {
-    const CpuFeatures& cpu = host_cpu_features();
-    const bool has_16bit = mode == Precision::bf16 ? cpu.avx512_bf16 : cpu.avx512_fp16;
-    notice = "precision: " + name +
-             " with emulated kernels (fp32 arithmetic on " + name + "-rounded operands): ";
-    if (!has_16bit)
-      notice += "this CPU has no " + std::string(mode == Precision::bf16 ? "AVX512-BF16" : "AVX512-FP16") +
-                " instructions" + (cpu.hidden.empty() ? "" : " (TRELLIS_CPU_HIDE=" + cpu.hidden + ")");
-    else
-      notice += kernels == "emulated" ? "asked for by precision.kernels"
-                                      : (cpu.amx_bf16 ? "16-bit kernels are not built yet"
-                                                      : "without AMX, 16-bit matmul is slower "
-                                                        "than fp32 on this CPU");
+  const std::string prefix =
+      "precision: " + name + " with emulated kernels (fp32 arithmetic on " + name +
+      "-rounded operands): ";
+  if (kernels == "emulated") {
+    notice = prefix + "asked for by precision.kernels";
+  } else if (!kHostMemory) {
+    notice = prefix + "16-bit device kernels (cuBLAS GemmEx) are not built yet";
   } else {
-    notice = "precision: " + name +
-             " with emulated kernels (fp32 arithmetic on rounded operands): 16-bit device "
-             "kernels are not built yet";
+    const CpuFeatures& cpu = host_cpu_features();
+    const std::string hidden = cpu.hidden.empty() ? "" : " (TRELLIS_CPU_HIDE=" + cpu.hidden + ")";
+    if (mode == Precision::bf16 && !cpu.avx512_bf16)
+      notice = prefix + "this CPU has no AVX512-BF16 instructions" + hidden;
+    else if (mode == Precision::bf16 && !cpu.amx_bf16)
+      notice = prefix + "without AMX, bf16 matmul (VDPBF16PS) peaks at half the fp32 FMA rate "
+                        "on this CPU";
+    else if (mode == Precision::fp16)
+      notice = prefix + "fp16 products with fp32 accumulation have no faster CPU path than fp32";
+    else
+      notice = prefix + "16-bit host kernels (oneDNN bf16 matmul on AMX) are not built yet";
   }
   return autocast;
 }

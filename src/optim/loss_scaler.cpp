@@ -27,25 +27,28 @@ LossScaler::LossScaler(const LossScaleSpec& spec) : spec_(spec) {
   state_.hysteresis_left = spec_.hysteresis;
 }
 
-void LossScaler::update(bool overflow) {
-  if (!dynamic()) return;
+bool LossScaler::update(bool overflow) {
+  if (!dynamic()) return false;
   if (overflow) {
+    const bool counted = !at_minimum();
+    if (counted) ++state_.overflows;
     state_.growth_tracker = 0;
     state_.hysteresis_left = std::max<std::int64_t>(state_.hysteresis_left - 1, 0);
     if (state_.hysteresis_left == 0)
       state_.scale = std::max(state_.scale * spec_.backoff_factor, spec_.min_scale);
-    return;
+    return counted;
   }
   if (++state_.growth_tracker == spec_.growth_interval) {
     state_.growth_tracker = 0;
     state_.hysteresis_left = spec_.hysteresis;
     state_.scale *= spec_.growth_factor;
   }
+  return false;
 }
 
 void LossScaler::restore(const State& state) {
   if (!(std::isfinite(state.scale) && state.scale > 0) || state.growth_tracker < 0 ||
-      state.hysteresis_left < 0)
+      state.hysteresis_left < 0 || state.overflows < 0)
     throw Error("loss scaler state from the checkpoint is invalid: scale " +
                 std::to_string(state.scale) + ", growth tracker " +
                 std::to_string(state.growth_tracker) + ", hysteresis left " +

@@ -108,6 +108,7 @@ std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_step
     info.counters["loss_scale_bits"] = bits;
     info.counters["loss_scale_growth_tracker"] = scaler.state().growth_tracker;
     info.counters["loss_scale_hysteresis_left"] = scaler.state().hysteresis_left;
+    info.counters["loss_scale_overflows"] = scaler.state().overflows;
   }
   return write_checkpoint(config_.derived.checkpoint_dir, all, info,
                           static_cast<int>(config_.ckpt.keep), grid_.world().get());
@@ -125,6 +126,8 @@ void CheckpointManager::restore_loss_scaler(const CheckpointInfo& info) {
   state.hysteresis_left = info.counters.count("loss_scale_hysteresis_left")
                               ? info.counters.at("loss_scale_hysteresis_left")
                               : 0;
+  state.overflows =
+      info.counters.count("loss_scale_overflows") ? info.counters.at("loss_scale_overflows") : 0;
   try {
     model_.loss_scaler().restore(state);
   } catch (const Error& e) {

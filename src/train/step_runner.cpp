@@ -148,14 +148,12 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
   const bool nonfinite = !std::isfinite(record.loss_sum) || !std::isfinite(scaled_norm);
   // The loss scaler takes an overflow while it can still back off; at its floor, or without
   // a dynamic scaler, a non-finite step is a divergence for fault.nonfinite.
-  const bool scaler_overflow = nonfinite && scaler.dynamic() && !scaler.at_minimum();
-  scaler.update(nonfinite);
-  if (scaler_overflow) {
+  if (scaler.update(nonfinite)) {
     overflow_skip(record, scaler.scale());
   } else if (nonfinite) {
     skip(record);
   }
-  record.overflow_steps = overflow_steps_;
+  record.overflow_steps = scaler.state().overflows;
   if (nonfinite) {
     times.optimizer += phase.seconds();
     times.total = whole.seconds();
@@ -180,13 +178,13 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
 
 void StepRunner::overflow_skip(StepRecord& record, float new_scale) {
   ++skipped_;
-  ++overflow_steps_;
   record.skipped = true;
+  const std::int64_t overflows = model_.loss_scaler().state().overflows;
   if (grid_.rank() == 0)
     log_.info("step " + std::to_string(record.step) +
               ": gradients overflowed at loss scale " + format_text("%g", record.loss_scale) +
               ", step skipped; scale now " + format_text("%g", new_scale) + " (" +
-              std::to_string(overflow_steps_) + " overflow steps so far)");
+              std::to_string(overflows) + " overflow steps so far)");
 }
 
 void StepRunner::skip(StepRecord& record) {

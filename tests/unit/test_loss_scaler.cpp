@@ -51,9 +51,15 @@ TEST_CASE("the scale grows after growth_interval clean steps and stops at min_sc
   CHECK(s.scale() == 2048);
   s.update(false);
   CHECK(s.scale() == 4096);
-  for (int i = 0; i < 20; ++i) s.update(true);
+  const std::int64_t before = s.state().overflows;
+  int counted = 0;
+  for (int i = 0; i < 20; ++i) counted += s.update(true) ? 1 : 0;
   CHECK(s.scale() == 64);  // floored
   CHECK(s.at_minimum());
+  // Overflows count while the scale can back off; at the floor they are divergences.
+  CHECK(counted == 7);  // 4096 -> 64: hysteresis step, then 6 back-offs, then at the floor
+  CHECK(s.state().overflows == before + counted);
+  CHECK_FALSE(s.update(true));
 }
 
 TEST_CASE("static and disabled scalers never move", "[loss_scale]") {
@@ -79,6 +85,7 @@ TEST_CASE("the scaler state restores exactly and rejects damage", "[loss_scale]"
     REQUIRE(a.scale() == b.scale());
     REQUIRE(a.state().growth_tracker == b.state().growth_tracker);
     REQUIRE(a.state().hysteresis_left == b.state().hysteresis_left);
+    REQUIRE(a.state().overflows == b.state().overflows);
   }
   LossScaler::State bad;
   bad.scale = -1;

@@ -18,7 +18,8 @@
 // A static scaler keeps S fixed; overflow steps are still skipped. bf16 has fp32's range and
 // needs no scaling: S = 1 and the scaler is off.
 //
-// The state (S, clean steps since the last growth or overflow, hysteresis left) goes into
+// The state (S, clean steps since the last growth or overflow, hysteresis left, overflow
+// steps so far) goes into
 // checkpoints, so a resumed run scales exactly as an uninterrupted one.
 #pragma once
 
@@ -43,6 +44,7 @@ class LossScaler {
     float scale = 1.0f;
     std::int64_t growth_tracker = 0;  // clean steps since the last growth or overflow
     std::int64_t hysteresis_left = 0;
+    std::int64_t overflows = 0;  // overflow steps so far (skipped while above the floor)
   };
 
   // ConfigError for factors or scales out of range (growth <= 1, backoff outside (0, 1), ...).
@@ -54,8 +56,10 @@ class LossScaler {
   // Whether S can back off no further: another overflow is then a real divergence.
   bool at_minimum() const { return !dynamic() || state_.scale <= spec_.min_scale; }
 
-  // After each step's overflow check (the same on every rank). Off: nothing.
-  void update(bool overflow);
+  // After each step's overflow check (the same on every rank). Returns whether the step was
+  // a scaler overflow: overflowed while the scale could still back off (then counted in
+  // state().overflows). Off or static: nothing, false.
+  bool update(bool overflow);
 
   const State& state() const { return state_; }
   // From a checkpoint; Error for a non-positive or non-finite scale or negative counters.

@@ -45,8 +45,6 @@ class StepRunner {
 
   std::int64_t completed() const { return completed_; }
   std::int64_t skipped() const { return skipped_; }
-  // Steps the loss scaler skipped (also counted in skipped()), since this process started.
-  std::int64_t overflow_steps() const { return overflow_steps_; }
   // After a resume: where the run continues.
   void restore(std::int64_t completed, std::int64_t skipped) {
     completed_ = completed;
@@ -67,7 +65,7 @@ class StepRunner {
   const FaultInjector& faults_;
   Logger log_;
   std::int64_t completed_ = 0;  // optimizer steps taken (skipped ones included)
-  std::int64_t skipped_ = 0, consecutive_skips_ = 0, overflow_steps_ = 0;
+  std::int64_t skipped_ = 0, consecutive_skips_ = 0;
 };
 
 }  // namespace trellis
