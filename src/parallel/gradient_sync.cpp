@@ -68,6 +68,8 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
     for (float* part : peer_grads_) peer_params_.push_back(part + numel);
     own_grads_.push_back(store.grads().data());
   }
+  if (options_.powersgd.rank > 0 && (shared != nullptr || options_.wire != Precision::fp32))
+    throw Error("GradientSync: PowerSGD needs the communicator exchange with an fp32 wire");
   if (options_.wire != Precision::fp32 && shared != nullptr)
     throw Error(std::string("GradientSync: a ") + precision_name(options_.wire) +
                 " wire needs the communicator exchange, not node shared memory");
@@ -90,7 +92,13 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
     wire_ = kernels::HalfView("trellis::grad_wire", numel);
     if (options_.zero1) shard_wire_ = kernels::HalfView("trellis::grad_wire_shard", update_size_);
   }
+  if (options_.powersgd.rank > 0)
+    powersgd_ = std::make_unique<PowerSgd>(dp, store, options_.powersgd);
   store_.set_grad_listener(this);
+}
+
+void GradientSync::set_step(std::int64_t step) {
+  powersgd_now_ = powersgd_ != nullptr && step >= options_.powersgd.start_step;
 }
 
 GradientSync::~GradientSync() { store_.set_grad_listener(nullptr); }
@@ -151,6 +159,10 @@ void GradientSync::retire(std::size_t b) {
 }
 
 double GradientSync::wire_bytes_per_step() const {
+  if (powersgd_now_) {  // two all-reduces of P + uncompressed, and Q
+    const double p = dp_size_;
+    return 2.0 * (p - 1) / p * static_cast<double>(powersgd_->floats_per_step()) * sizeof(float);
+  }
   return fp32_bytes_per_step() * static_cast<double>(precision_bytes(options_.wire)) / 4.0;
 }
 
@@ -161,7 +173,7 @@ double GradientSync::fp32_bytes_per_step() const {
 }
 
 void GradientSync::grads_final_from(std::size_t offset) {
-  if (!armed_ || !options_.overlap || options_.shared != nullptr) return;
+  if (!armed_ || !options_.overlap || options_.shared != nullptr || powersgd_now_) return;
   offset = std::max(offset, hold_below_);
   // Buckets become final from the top down: start each one lying wholly at >= offset.
   while (first_started_ > 0 && buckets_[first_started_ - 1].begin >= offset) {
@@ -186,6 +198,21 @@ void GradientSync::wait_all() {
 void GradientSync::finish_reduction() {
   if (options_.shared != nullptr) {
     reduce_shared();
+    started_early_ = 0;
+    armed_ = false;
+    return;
+  }
+  if (powersgd_now_) {
+    powersgd_->reduce();
+    if (options_.zero1) {  // this rank's pieces of the (approximate) sum: the shard
+      const auto r = static_cast<std::size_t>(dp_.rank());
+      for (const Bucket& bucket : buckets_) {
+        const std::size_t first = bucket.begin + r * bucket.piece;
+        Kokkos::deep_copy(
+            slice(shard_grads_, bucket.shard_offset, bucket.shard_offset + bucket.piece),
+            slice(store_.grads(), first, first + bucket.piece));
+      }
+    }
     started_early_ = 0;
     armed_ = false;
     return;

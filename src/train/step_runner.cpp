@@ -101,6 +101,7 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
   StageTimes stage_times;
   Communicator& tp = grid_.communicator(Axis::tp);
   const double tp_blocked_before = tp.blocked_seconds();
+  sync.set_step(completed_);
   const StageSums stage_sums = model_.engine().train(
       batches, static_cast<int>(config_.accumulation_steps(dp.size())), scale, sync, stage_times);
   sums[0] = stage_sums.loss_sum;  // from the last stage; 0 on the others
@@ -181,10 +182,10 @@ void StepRunner::overflow_skip(StepRecord& record, float new_scale) {
   record.skipped = true;
   const std::int64_t overflows = model_.loss_scaler().state().overflows;
   if (grid_.rank() == 0)
-    log_.info("step " + std::to_string(record.step) +
-              ": gradients overflowed at loss scale " + format_text("%g", record.loss_scale) +
-              ", step skipped; scale now " + format_text("%g", new_scale) + " (" +
-              std::to_string(overflows) + " overflow steps so far)");
+    log_.info("step " + std::to_string(record.step) + ": gradients overflowed at loss scale " +
+              format_text("%g", record.loss_scale) + ", step skipped; scale now " +
+              format_text("%g", new_scale) + " (" + std::to_string(overflows) +
+              " overflow steps so far)");
 }
 
 void StepRunner::skip(StepRecord& record) {

@@ -63,6 +63,10 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   sync_options.overlap = config.parallel.overlap;
   sync_options.zero1 = config.parallel.zero;
   sync_options.wire = config.parallel.grad_dtype;
+  sync_options.powersgd.rank = config.parallel.powersgd_rank;
+  sync_options.powersgd.start_step = config.parallel.powersgd_start_step;
+  sync_options.powersgd.min_compression = config.parallel.powersgd_min_compression;
+  sync_options.powersgd.seed = config.train.seed;
   sync_ = std::make_unique<GradientSync>(grid.communicator(Axis::dp), store_, sync_options);
   for (const std::string& name : tied_) {  // summed over the two stages before the dp sync
     const nn::ParamInfo& info = store_.info(store_.index(name));
@@ -86,12 +90,21 @@ bool TrainingModel::use_shared_exchange(const ParallelConfig& parallel, const Pr
   const std::string& mode = parallel.grad_exchange;
   const MpiComm& dp = grid.dp();
   // A compressed wire is a communicator matter: shared memory has no wire to compress.
-  if (mode == "shared_memory" && parallel.grad_dtype != Precision::fp32)
-    throw ConfigError(std::string("parallel.grad_exchange = shared_memory sums fp32 gradients "
-                                  "in place; parallel.grad_dtype = ") +
-                      precision_name(parallel.grad_dtype) + " needs communicator (or auto)");
-  if (mode == "communicator" || dp.size() == 1 || parallel.grad_dtype != Precision::fp32)
-    return false;
+  const bool compressed = parallel.grad_dtype != Precision::fp32 || parallel.powersgd_rank > 0;
+  if (parallel.grad_dtype != Precision::fp32 && parallel.powersgd_rank > 0)
+    throw ConfigError(
+        "parallel.powersgd_rank sends fp32 factors; it does not combine with "
+        "parallel.grad_dtype = " +
+        std::string(precision_name(parallel.grad_dtype)) + " (choose one)");
+  if (mode == "shared_memory" && compressed)
+    throw ConfigError(
+        std::string("parallel.grad_exchange = shared_memory sums fp32 gradients "
+                    "in place; ") +
+        (parallel.powersgd_rank > 0
+             ? std::string("parallel.powersgd_rank")
+             : "parallel.grad_dtype = " + std::string(precision_name(parallel.grad_dtype))) +
+        " needs communicator (or auto)");
+  if (mode == "communicator" || dp.size() == 1 || compressed) return false;
   const bool host_mpi = kHostMemory && grid.backend() == CommBackend::mpi;
   const bool one_node = NodeSharedWindow::on_one_node(dp);  // collective: ask on every path
   if (mode == "shared_memory" && !(host_mpi && one_node))
@@ -113,6 +126,9 @@ std::string TrainingModel::describe_exchange(const TrainConfig& config) const {
             (config.parallel.overlap ? ", overlapped with backward" : "");
   if (config.parallel.grad_dtype != Precision::fp32)
     text += std::string(", ") + precision_name(config.parallel.grad_dtype) + " on the wire";
+  if (config.parallel.powersgd_rank > 0)
+    text += format_text(", PowerSGD rank %d from step %lld", config.parallel.powersgd_rank,
+                        static_cast<long long>(config.parallel.powersgd_start_step));
   return text + (config.parallel.zero ? ", ZeRO-1" : "");
 }
 

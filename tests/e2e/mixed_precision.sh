@@ -8,7 +8,8 @@
 #  3. fp16 with dynamic loss scaling: overflows are skipped, counted and back the scale off;
 #     a run preempted mid-way and resumed continues bitwise-identically, loss scale included;
 #  4. a bf16 gradient wire on 2 ranks tracks the fp32 exchange, sends half the bytes, and
-#     is refused with the shared-memory exchange; precision.kernels = native is refused.
+#     is refused with the shared-memory exchange; precision.kernels = native is refused;
+#  5. PowerSGD rank 4 on 2 ranks: test accuracy within 1 point, >= 10x fewer bytes.
 source "$(dirname "$0")/common.sh"
 py=$TRELLIS_PYTHON
 compare=("$py" "$TRELLIS_SRC/tools/compare_losses.py" --steps 300 --window 50)
@@ -89,4 +90,24 @@ rc=0
 trellis_run 1 train "${mlp[@]}" --data.test= --precision.mode=bf16 --precision.kernels=native \
   --run.dir="$WORK/native" > "$WORK/native.log" 2>&1 || rc=$?
 [[ $rc -ne 0 ]] && grep -q "precision.kernels = native" "$WORK/native.log" || fail "native was not refused: $(tail -2 "$WORK/native.log")"
-echo "mixed precision: all checks passed"
+
+# 5. PowerSGD rank 4 on the MLP, 2 ranks, 3 epochs: test accuracy within 1 point of the
+# uncompressed exchange, at least 10x fewer gradient bytes per step.
+ps=(train "${mlp[@]}" --data.test="$FASHION_DIR/test.h5" --parallel.grad_exchange=communicator)
+trellis_run 2 "${ps[@]}" --run.dir="$WORK/ps-off" > "$WORK/ps-off.log"
+trellis_run 2 "${ps[@]}" --parallel.powersgd_rank=4 --run.dir="$WORK/ps-4" > "$WORK/ps-4.log"
+grep -q "PowerSGD rank 4 from step 100" "$WORK/ps-4.log" || fail "PowerSGD not in the exchange line"
+"$py" - "$WORK/ps-off" "$WORK/ps-4" <<'PY'
+import json, sys
+def run(d):
+    rows = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+    acc = [r["test_accuracy"] for r in rows if "test_accuracy" in r][-1]
+    last = [r for r in rows if "grad_wire_bytes" in r][-1]
+    return acc, last["grad_wire_bytes"], last["grad_compression"]
+(a0, b0, _), (a4, b4, c4) = run(sys.argv[1]), run(sys.argv[2])
+print(f"PowerSGD rank 4: test accuracy {100 * a4:.2f}% vs {100 * a0:.2f}% uncompressed; "
+      f"{b4:.0f} vs {b0:.0f} gradient bytes per step ({c4:.1f}x fewer)")
+assert abs(a4 - a0) <= 0.01, "PowerSGD accuracy more than 1 point off"
+assert b0 >= 10 * b4 and c4 >= 10, "PowerSGD sends less than 10x fewer bytes"
+PY
+echo "mixed precision and compressed exchange: all checks passed"

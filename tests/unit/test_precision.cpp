@@ -7,6 +7,7 @@
 #include "trellis/core/cpu_features.hpp"
 #include "trellis/core/precision.hpp"
 #include "trellis/core/rng.hpp"
+#include "trellis/kernels/orthogonalize.hpp"
 #include "trellis/kernels/precision_cast.hpp"
 
 #include <cmath>
@@ -199,4 +200,30 @@ TEST_CASE("TRELLIS_CPU_HIDE removes instruction sets from the detected features"
   CHECK(detect_cpu_features("avx512f").describe().find("avx512") == std::string::npos);
   INFO("this host: " << all.describe());
   CHECK(!all.describe().empty());
+}
+
+TEST_CASE("orthonormalize_columns makes columns orthonormal and drops dependent ones",
+          "[precision][powersgd]") {
+  const std::size_t n = 50, r = 4;
+  std::vector<float> host(n * r);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < r; ++j)
+      host[i * r + j] =
+          static_cast<float>(random_normal(8, j, i)) + (j == 1 ? 0.9f * host[i * r] : 0.0f);
+    host[i * r + 3] = 2.0f * host[i * r + 0] - host[i * r + 2];  // dependent on 0 and 2
+  }
+  FloatView p("p", n * r);
+  Kokkos::deep_copy(p, Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                           host.data(), host.size()));
+  kernels::orthonormalize_columns(as_matrix(p, static_cast<int>(n), static_cast<int>(r)));
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p);
+  for (std::size_t a = 0; a < r; ++a) {
+    for (std::size_t b = 0; b < r; ++b) {
+      double dot = 0;
+      for (std::size_t i = 0; i < n; ++i) dot += double(h(i * r + a)) * h(i * r + b);
+      const double want = (a == b && a != 3) ? 1.0 : 0.0;
+      INFO("columns " << a << ", " << b);
+      CHECK(std::fabs(dot - want) < 1e-5);
+    }
+  }
 }

@@ -50,6 +50,11 @@
 // (fp32 arithmetic per partial sum), and cast back into the fp32 gradients when its request
 // retires. Half the bytes of fp32; the parameters' ZeRO-1 all-gather stays fp32.
 //
+// PowerSGD (options.powersgd, powersgd.hpp), from its start step on: finish_reduction() runs
+// it over the whole buffer after backward (no bucket overlap: its second all-reduce needs the
+// first's result), then with zero1 copies this rank's pieces into the shard. set_step() tells
+// which step runs.
+//
 // Everything (shard buffers, request array) is allocated in the constructor; the step allocates
 // nothing. All traffic goes through Communicator, so the MPI and NCCL backends behave alike.
 // Non-blocking collectives are started in the same order (highest bucket first) on every rank,
@@ -63,8 +68,10 @@
 #include "trellis/core/precision.hpp"
 #include "trellis/kernels/precision_cast.hpp"
 #include "trellis/nn/parameter_store.hpp"
+#include "trellis/parallel/powersgd.hpp"
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 namespace trellis {
@@ -81,6 +88,9 @@ struct GradientSyncOptions {
   NodeSharedWindow* shared = nullptr;
   // parallel.grad_dtype: the format gradients travel in (communicator exchange only).
   Precision wire = Precision::fp32;
+  // parallel.powersgd_*: low-rank compression from its start step on (communicator exchange,
+  // fp32 wire only); before it, and with rank 0, the plain exchange.
+  PowerSgdOptions powersgd;
 };
 
 class GradientSync : public nn::GradReadyListener {
@@ -104,6 +114,10 @@ class GradientSync : public nn::GradReadyListener {
   ~GradientSync() override;
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
+
+  // Before each step: the 0-based optimizer step about to run (whether PowerSGD is on).
+  void set_step(std::int64_t step);
+  bool powersgd_active() const { return powersgd_now_; }
 
   // Before each micro-batch's backward: true arms the overlap (the last micro-batch of a step).
   // Throws if buckets of an unfinished reduction are still in flight.
@@ -192,6 +206,8 @@ class GradientSync : public nn::GradReadyListener {
   kernels::HalfView wire_;           // compressed wire: [buffer_size] 16-bit gradients
   kernels::HalfView shard_wire_;     // compressed wire + zero1: [update_size] reduced shard
   bool gathering_ = false;           // the requests in flight are finish_update()'s gathers
+  std::unique_ptr<PowerSgd> powersgd_;
+  bool powersgd_now_ = false;
 };
 
 }  // namespace trellis

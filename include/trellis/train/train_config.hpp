@@ -117,8 +117,11 @@ struct ParallelConfig {
   std::string grad_exchange;  // auto | communicator | shared_memory (TrainingModel resolves)
   bool zero = false;          // ZeRO-1
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
-  std::string stages;  // parallel.stages: units per stage, or empty (balanced)
+  std::string stages;                      // parallel.stages: units per stage, or empty (balanced)
   Precision grad_dtype = Precision::fp32;  // the data-parallel gradient wire format
+  int powersgd_rank = 0;                   // 0 = off
+  std::int64_t powersgd_start_step = 0;
+  double powersgd_min_compression = 0;
 };
 
 // Mixed precision: fp32 master weights and optimizer state, GEMM operands in `mode`.
