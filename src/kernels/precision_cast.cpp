@@ -81,6 +81,19 @@ void round_stochastic(Precision p, ConstVector src, Vector dst, std::uint64_t se
       });
 }
 
+void to_half_stochastic(Precision p, ConstVector src, HalfVector dst, std::uint64_t seed,
+                        std::uint64_t stream, const ShardIndexMap& map) {
+  require_half(p, "to_half_stochastic");
+  require_same_shape(src, dst, "to_half_stochastic");
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::precision::to_half_stochastic"),
+      Range(0, static_cast<Index>(src.extent(0))), KOKKOS_LAMBDA(const Index i) {
+        const std::uint64_t global = map(static_cast<std::uint64_t>(i));
+        const Philox4x32 words = random_words(seed, stream, global >> 2);
+        dst(i) = to_half_bits_stochastic(p, src(i), words.v[global & 3u]);
+      });
+}
+
 void to_half(Precision p, ConstVector src, HalfVector dst) {
   require_half(p, "to_half");
   require_same_shape(src, dst, "to_half");

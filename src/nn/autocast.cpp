@@ -12,49 +12,78 @@ Autocast resolve_autocast(Precision mode, const std::string& kernels, std::strin
   autocast.mode = mode;
   notice.clear();
   if (mode == Precision::fp32) return autocast;
-  if (kernels == "native")
-    throw ConfigError(
-        "precision.kernels = native: 16-bit GEMM kernels are not built into this version; use "
-        "emulated (fp32 arithmetic on 16-bit-rounded operands) or auto");
   const std::string name = precision_name(mode);
-  const std::string prefix =
-      "precision: " + name + " with emulated kernels (fp32 arithmetic on " + name +
-      "-rounded operands): ";
+  const bool available = kernels::native_gemm_available(mode);
+  if (kernels == "native" && !available)
+    throw ConfigError("precision.kernels = native: this build has no native " + name + " GEMM (" +
+                      (kHostMemory ? std::string("host builds: oneDNN bf16 only")
+                                   : std::string("device build without it")) +
+                      "); use emulated or auto");
+  const bool amx = kHostMemory && host_cpu_features().amx_bf16;
+  autocast.native =
+      kernels == "native" || (kernels == "auto" && available && (!kHostMemory || amx));
+  if (autocast.native) {
+    notice = "precision: " + name + " with native kernels (" + name +
+             " operands, fp32 "
+             "accumulation: " +
+             (kHostMemory ? "oneDNN matmul" : "cuBLAS GemmEx") + ")" +
+             (kernels == "native" ? ", asked for by precision.kernels" : "");
+    return autocast;
+  }
+  const std::string prefix = "precision: " + name + " with emulated kernels (fp32 arithmetic on " +
+                             name + "-rounded operands): ";
   if (kernels == "emulated") {
     notice = prefix + "asked for by precision.kernels";
-  } else if (!kHostMemory) {
-    notice = prefix + "16-bit device kernels (cuBLAS GemmEx) are not built yet";
   } else {
     const CpuFeatures& cpu = host_cpu_features();
     const std::string hidden = cpu.hidden.empty() ? "" : " (TRELLIS_CPU_HIDE=" + cpu.hidden + ")";
     if (mode == Precision::bf16 && !cpu.avx512_bf16)
       notice = prefix + "this CPU has no AVX512-BF16 instructions" + hidden;
     else if (mode == Precision::bf16 && !cpu.amx_bf16)
-      notice = prefix + "without AMX, bf16 matmul (VDPBF16PS) peaks at half the fp32 FMA rate "
-                        "on this CPU";
+      notice = prefix +
+               "without AMX, bf16 matmul (VDPBF16PS) peaks at half the fp32 FMA rate "
+               "on this CPU";
     else if (mode == Precision::fp16)
       notice = prefix + "fp16 products with fp32 accumulation have no faster CPU path than fp32";
     else
-      notice = prefix + "16-bit host kernels (oneDNN bf16 matmul on AMX) are not built yet";
+      notice = prefix + "this build has no oneDNN";
   }
   return autocast;
 }
 
 AutocastOperand::AutocastOperand(const Autocast& autocast, const std::string& label,
-                                 std::size_t capacity_elements)
+                                 std::size_t capacity_elements, bool emulated_only)
     : mode_(autocast.mode) {
-  if (autocast.active()) buffer_ = FloatView("trellis::autocast::" + label, capacity_elements);
+  if (!autocast.active()) return;
+  if (autocast.native && !emulated_only)
+    half_ = kernels::HalfView("trellis::autocast::" + label, capacity_elements);
+  else
+    buffer_ = FloatView("trellis::autocast::" + label, capacity_elements);
 }
 
-ConstMatrix AutocastOperand::round(const ConstMatrix& m) {
-  if (mode_ == Precision::fp32) return last_ = m;
+kernels::GemmOperand AutocastOperand::round(const ConstMatrix& m) {
+  if (mode_ == Precision::fp32) return last_ = kernels::GemmOperand::of(m);
   const std::size_t n = m.extent(0) * m.extent(1);
-  TRELLIS_REQUIRE(n <= buffer_.extent(0), "AutocastOperand " + buffer_.label() + ": " +
-                                              std::to_string(n) + " elements, capacity " +
-                                              std::to_string(buffer_.extent(0)));
-  const kernels::Vector out(buffer_.data(), n);
-  kernels::round_to(mode_, kernels::ConstVector(m.data(), n), out);
-  return last_ = ConstMatrix(buffer_.data(), m.extent(0), m.extent(1));
+  const std::size_t capacity = half_.size() > 0 ? half_.extent(0) : buffer_.extent(0);
+  TRELLIS_REQUIRE(n <= capacity, "AutocastOperand: " + std::to_string(n) + " elements, capacity " +
+                                     std::to_string(capacity));
+  const kernels::ConstVector src(m.data(), n);
+  if (half_.size() > 0) {
+    kernels::to_half(mode_, src, kernels::HalfVector(half_.data(), n));
+    return last_ = kernels::GemmOperand::half(half_.data(), mode_, m.extent(0), m.extent(1));
+  }
+  kernels::round_to(mode_, src, kernels::Vector(buffer_.data(), n));
+  return last_ = kernels::GemmOperand::of(ConstMatrix(buffer_.data(), m.extent(0), m.extent(1)));
+}
+
+ConstMatrix AutocastOperand::round_matrix(const ConstMatrix& m) {
+  round(m);
+  return last_matrix();
+}
+
+ConstMatrix AutocastOperand::last_matrix() const {
+  TRELLIS_REQUIRE(!last_.is_half(), "AutocastOperand: a 16-bit operand has no fp32 matrix");
+  return ConstMatrix(last_.f32, last_.rows, last_.cols);
 }
 
 void round_in_place(const Autocast& autocast, const Matrix& m) {

@@ -119,10 +119,15 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec&
         FloatView("trellis::nn::" + name + ".im2col", static_cast<std::size_t>(block_ * per_image));
   }
   const auto cap = static_cast<std::size_t>(capacity);
+  // The convolution kernels take fp32: emulated operands even with native kernels.
   x16_ = AutocastOperand(store.autocast(), name + ".x16",
-                         cap * static_cast<std::size_t>(in_features()));
+                         cap * static_cast<std::size_t>(in_features()), /*emulated_only=*/true);
   dy16_ = AutocastOperand(store.autocast(), name + ".dy16",
-                          cap * static_cast<std::size_t>(out_features()));
+                          cap * static_cast<std::size_t>(out_features()), true);
+  if (store.autocast().native)
+    weight16_ = FloatView(
+        "trellis::nn::" + name + ".weight16",
+        static_cast<std::size_t>(spec.out_channels) * spec.in_channels * spec.kernel * spec.kernel);
 }
 
 Conv2d::Conv2d(ParameterStore& store, const std::string& name, int in_channels, int out_channels,
@@ -154,8 +159,8 @@ ConstMatrix Conv2d::columns(const ConstMatrix& x, int first, int count) const {
 
 void Conv2d::forward(ConstMatrix input, int n, const StepContext&) {
   // Parameters first: a store that is not finalized throws before the call is recorded.
-  const kernels::Vector w = store_->compute_vector(weight_);
-  forward_operands(x16_.round(begin_forward(input, n)), w, n);
+  const kernels::ConstVector w = compute_weight();
+  forward_operands(x16_.round_matrix(begin_forward(input, n)), w, n);
   round_in_place(store_->autocast(), output_rows(n));
 }
 
@@ -164,7 +169,7 @@ void Conv2d::forward_operands(ConstMatrix x, kernels::ConstVector weight, int n)
   const std::size_t ckk = static_cast<std::size_t>(geometry_.col_rows());
   const std::size_t plane = static_cast<std::size_t>(geometry_.col_cols());
   const ConstMatrix w(weight.data(), cout, ckk);  // [C', C*k*k]
-  const Matrix y = output_rows(n);                                       // [n, C'*H'*W']
+  const Matrix y = output_rows(n);                // [n, C'*H'*W']
 #if defined(TRELLIS_ENABLE_CUDNN)
   if (cudnn_) {
     if (n > 0) cudnn_->forward(x, n, weight, y);
@@ -193,7 +198,7 @@ void Conv2d::forward_operands(ConstMatrix x, kernels::ConstVector weight, int n)
 
 void Conv2d::backward(ConstMatrix output_grad, int n) {
   // x: as forward read it (rounded with autocast).
-  backward_operands(dy16_.round(begin_backward(output_grad, n)), x16_.last(), n);
+  backward_operands(dy16_.round_matrix(begin_backward(output_grad, n)), x16_.last_matrix(), n);
   if (input_grad_needed()) round_in_place(store_->autocast(), input_grad_rows(n));
 }
 
@@ -203,7 +208,10 @@ void Conv2d::backward_operands(ConstMatrix dy, ConstMatrix x, int n) {
   const std::size_t ckk = static_cast<std::size_t>(geometry_.col_rows());
   const std::size_t plane = static_cast<std::size_t>(geometry_.col_cols());
   const std::size_t image = static_cast<std::size_t>(geometry_.image_size());
-  const ConstMatrix w(store_->compute_vector(weight_).data(), cout, ckk);  // [C', C*k*k]
+  // [C', C*k*k]: the weights forward read (native kernels: converted there, this step).
+  const float* weights =
+      weight16_.size() > 0 ? weight16_.data() : store_->compute_vector(weight_).data();
+  const ConstMatrix w(weights, cout, ckk);
   const Matrix dw(store_->grad_vector(weight_).data(), cout, ckk);
   const Matrix dx = input_grad_rows(n);  // [n, C*H*W]
   if (bias_) {
@@ -212,8 +220,8 @@ void Conv2d::backward_operands(ConstMatrix dy, ConstMatrix x, int n) {
 #if defined(TRELLIS_ENABLE_CUDNN)
   if (cudnn_) {
     if (n > 0) {
-      cudnn_->backward(x, dy, n, store_->compute_vector(weight_), store_->grad_vector(weight_),
-                       input_grad_needed() ? dx : Matrix());
+      cudnn_->backward(x, dy, n, kernels::ConstVector(w.data(), cout * ckk),
+                       store_->grad_vector(weight_), input_grad_needed() ? dx : Matrix());
     }
     return;
   }
@@ -221,8 +229,8 @@ void Conv2d::backward_operands(ConstMatrix dy, ConstMatrix x, int n) {
 #if TRELLIS_HAVE_ONEDNN
   if (onednn_) {
     // An empty dx tells the vendor convolution to skip the backward-data pass.
-    onednn_->backward(x, dy, n, store_->compute_vector(weight_), store_->grad_vector(weight_),
-                      input_grad_needed() ? dx : Matrix());
+    onednn_->backward(x, dy, n, kernels::ConstVector(w.data(), cout * ckk),
+                      store_->grad_vector(weight_), input_grad_needed() ? dx : Matrix());
     return;
   }
 #endif
@@ -252,6 +260,13 @@ void Conv2d::backward_operands(ConstMatrix dy, ConstMatrix x, int n) {
                              static_cast<std::size_t>(count), image));
     }
   }
+}
+
+kernels::ConstVector Conv2d::compute_weight() {
+  if (weight16_.size() == 0) return store_->compute_vector(weight_);
+  // Native kernels keep 16-bit weights: their exact fp32 values for the fp32 convolution.
+  kernels::from_half(store_->autocast().mode, store_->compute_half(weight_), weight16_);
+  return weight16_;
 }
 
 std::int64_t Conv2d::flops_per_sample() const {

@@ -90,11 +90,12 @@ Gpt::Gpt(const GptSpec& spec, ParameterStore& store, const std::string& prefix)
                         static_cast<std::size_t>(rows) * static_cast<std::size_t>(local_classes()));
     dhf_ = FloatView("trellis::nn::" + prefix + "gpt.dhf",
                      static_cast<std::size_t>(rows) * static_cast<std::size_t>(spec.d_model));
-    hf16_ = AutocastOperand(store.autocast(), prefix + "gpt.hf16",
-                            static_cast<std::size_t>(rows) * static_cast<std::size_t>(spec.d_model));
-    dlogits16_ = AutocastOperand(
-        store.autocast(), prefix + "gpt.dlogits16",
-        static_cast<std::size_t>(rows) * static_cast<std::size_t>(local_classes()));
+    hf16_ =
+        AutocastOperand(store.autocast(), prefix + "gpt.hf16",
+                        static_cast<std::size_t>(rows) * static_cast<std::size_t>(spec.d_model));
+    dlogits16_ =
+        AutocastOperand(store.autocast(), prefix + "gpt.dlogits16",
+                        static_cast<std::size_t>(rows) * static_cast<std::size_t>(local_classes()));
   }
 }
 
@@ -143,8 +144,8 @@ ConstMatrix Gpt::forward(const ModelInput& input, int n, const StepContext& ctx)
   ln_f_->forward(x, rows, row_ctx);
   const Matrix logits = as_matrix(logits_, rows, local_classes());
   // logits [rows, V/tp] = hf [rows, d] wte[V/tp, d]^T: the tied head (this rank's vocabulary).
-  kernels::gemm(false, true, 1.0f, hf16_.round(kernels::first_rows(ln_f_->output(), rows)),
-                store_->compute_matrix(wte_index_), 0.0f, logits);
+  kernels::gemm(false, true, hf16_.round(kernels::first_rows(ln_f_->output(), rows)),
+                store_->compute_operand(wte_index_), 0.0f, logits);
   round_in_place(store_->autocast(), logits);
   return logits;
 }
@@ -161,12 +162,12 @@ void Gpt::backward(ConstMatrix dout, int n) {
                       std::to_string(stage_output_width()));
   ConstMatrix dx = dy;
   if (last_stage()) {
-    const ConstMatrix hf = hf16_.last();  // as forward's GEMM read it
-    const ConstMatrix dl = dlogits16_.round(dy);
+    const kernels::GemmOperand hf = hf16_.last();  // as forward's GEMM read it
+    const kernels::GemmOperand dl = dlogits16_.round(dy);
     const std::size_t w = wte_index_;
-    kernels::gemm(true, false, 1.0f, dl, hf, 1.0f, store_->grad_matrix(w));  // dwte += dl^T hf
+    kernels::gemm(true, false, dl, hf, 1.0f, store_->grad_matrix(w));  // dwte += dl^T hf
     const Matrix dhf = as_matrix(dhf_, rows, spec_.d_model);
-    kernels::gemm(false, false, 1.0f, dl, store_->compute_matrix(w), 0.0f, dhf);  // dhf = dl wte
+    kernels::gemm(false, false, dl, store_->compute_operand(w), 0.0f, dhf);  // dhf = dl wte
     // Each tp rank's vocabulary slice contributes a part of dhf.
     if (spec_.tp.active()) spec_.tp.comm->all_reduce(dhf.data(), dhf.size(), ReduceOp::sum);
     round_in_place(store_->autocast(), dhf);

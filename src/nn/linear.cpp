@@ -87,13 +87,13 @@ void Linear::fuse_activation(kernels::Activation f) {
 
 void Linear::forward(ConstMatrix input, int n, const StepContext&) {
   // Parameters first: a store that is not finalized throws before the call is recorded.
-  const ConstMatrix w = store_->compute_matrix(weight_);       // [out, in]
-  const kernels::ConstVector b = store_->param_vector(bias_);  // [out]
-  const ConstMatrix x = x16_.round(begin_forward(input, n));   // [n, in]
-  const Matrix y = output_rows(n);                             // [n, out]
+  const kernels::GemmOperand w = store_->compute_operand(weight_);     // [out, in]
+  const kernels::ConstVector b = store_->param_vector(bias_);          // [out]
+  const kernels::GemmOperand x = x16_.round(begin_forward(input, n));  // [n, in]
+  const Matrix y = output_rows(n);                                     // [n, out]
   // z [n, out]: the pre-activation, kept apart from y only where backward needs it (gelu).
   const Matrix z = pre_activation_.size() > 0 ? as_matrix(pre_activation_, n, out_features()) : y;
-  kernels::gemm(false, true, 1.0f, x, w, 0.0f, z);
+  kernels::gemm(false, true, x, w, 0.0f, z);
   // Row-parallel: each rank holds a partial sum over its slice of in; the bias goes on once.
   if (split_ == Split::row) tp_.comm->all_reduce(z.data(), z.size(), ReduceOp::sum);
   if (activation_ == kernels::Activation::none) {
@@ -105,7 +105,7 @@ void Linear::forward(ConstMatrix input, int n, const StepContext&) {
 }
 
 void Linear::backward(ConstMatrix output_grad, int n) {
-  const ConstMatrix x = x16_.last();                // [n, in] as forward's GEMM read it
+  const kernels::GemmOperand x = x16_.last();       // [n, in] as forward's GEMM read it
   ConstMatrix dz = begin_backward(output_grad, n);  // [n, out]: dy, or dy * f'(z)
   if (activation_ == kernels::Activation::none) {
     // db[out] += sum over rows of dy
@@ -118,13 +118,13 @@ void Linear::backward(ConstMatrix output_grad, int n) {
     kernels::bias_activation_backward(saved, dz, activation_, dzm, store_->grad_vector(bias_));
     dz = dzm;
   }
-  dz = dz16_.round(dz);
+  const kernels::GemmOperand dz_op = dz16_.round(dz);
   // dW[out, in] += dz^T[out, n] x[n, in]
-  kernels::gemm(true, false, 1.0f, dz, x, 1.0f, store_->grad_matrix(weight_));
+  kernels::gemm(true, false, dz_op, x, 1.0f, store_->grad_matrix(weight_));
   if (!input_grad_needed()) return;
   // dx[n, in] = dz[n, out] W[out, in]
   const Matrix dx = input_grad_rows(n);
-  kernels::gemm(false, false, 1.0f, dz, store_->compute_matrix(weight_), 0.0f, dx);
+  kernels::gemm(false, false, dz_op, store_->compute_operand(weight_), 0.0f, dx);
   // Column-parallel: every rank's output slice depends on the whole input.
   if (split_ == Split::column) tp_.comm->all_reduce(dx.data(), dx.size(), ReduceOp::sum);
   round_in_place(store_->autocast(), dx);

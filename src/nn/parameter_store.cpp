@@ -3,7 +3,6 @@
 #include "trellis/core/error.hpp"
 #include "trellis/core/host_simd.hpp"
 #include "trellis/core/rng.hpp"
-#include "trellis/kernels/precision_cast.hpp"
 #include "trellis/kernels/random_fill.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 
@@ -156,7 +155,10 @@ void ParameterStore::finalize(std::uint64_t seed, float* grad_memory, float* par
   params_ = buffer(param_memory, "trellis::params");
   grads_ = buffer(grad_memory, "trellis::grads");
   decay_mask_ = FloatView("trellis::decay_mask", buffer_size_);
-  if (autocast_.active()) compute_params_ = FloatView("trellis::compute_params", buffer_size_);
+  if (autocast_.active() && autocast_.native)
+    compute_half_ = kernels::HalfView("trellis::compute_params_16", buffer_size_);
+  else if (autocast_.active())
+    compute_params_ = FloatView("trellis::compute_params", buffer_size_);
   finalized_ = true;
   for (std::size_t i = 0; i < infos_.size(); ++i) {
     initialize(i);
@@ -174,28 +176,62 @@ void ParameterStore::set_autocast(const Autocast& autocast, bool stochastic_roun
 void ParameterStore::refresh_compute_copy(std::int64_t step) {
   require_finalized("refresh_compute_copy");
   if (!autocast_.active()) return;
+  const bool native = autocast_.native;
   if (!stochastic_rounding_) {  // padding rounds to zero along with the rest
-    kernels::round_to(autocast_.mode, params_, compute_params_);
+    if (native)
+      kernels::to_half(autocast_.mode, params_, compute_half_);
+    else
+      kernels::round_to(autocast_.mode, params_, compute_params_);
     return;
   }
   for (std::size_t i = 0; i < infos_.size(); ++i) {
     const ParamInfo& p = infos_[i];
     const std::uint64_t stream =
         stream_mix(stream_from_name(p.name) ^ 0x5352u, static_cast<std::uint64_t>(step));
-    kernels::round_stochastic(autocast_.mode, param_window(params_, i),
-                              param_window(compute_params_, i), seed_, stream,
-                              p.shard.index_map(p.logical_shape));
+    const kernels::ShardIndexMap map = p.shard.index_map(p.logical_shape);
+    if (native)
+      kernels::to_half_stochastic(autocast_.mode, param_window(params_, i),
+                                  kernels::HalfVector(compute_half_.data() + p.offset, p.numel),
+                                  seed_, stream, map);
+    else
+      kernels::round_stochastic(autocast_.mode, param_window(params_, i),
+                                param_window(compute_params_, i), seed_, stream, map);
   }
 }
 
 kernels::Vector ParameterStore::compute_vector(std::size_t i) const {
   require_finalized("compute_vector");
+  TRELLIS_REQUIRE(!autocast_.native,
+                  "ParameterStore::compute_vector: native kernels keep a "
+                  "16-bit copy (compute_operand / compute_half)");
   return param_window(autocast_.active() ? compute_params_ : params_, i);
 }
 
 Matrix ParameterStore::compute_matrix(std::size_t i) const {
   require_finalized("compute_matrix");
+  TRELLIS_REQUIRE(!autocast_.native,
+                  "ParameterStore::compute_matrix: native kernels keep a "
+                  "16-bit copy (compute_operand / compute_half)");
   return matrix_window(autocast_.active() ? compute_params_ : params_, i);
+}
+
+kernels::GemmOperand ParameterStore::compute_operand(std::size_t i) const {
+  require_finalized("compute_operand");
+  const ParamInfo& p = info(i);
+  TRELLIS_REQUIRE(!p.shape.empty() && p.shape[0] > 0,
+                  "ParameterStore: \"" + p.name + "\" is not a matrix operand");
+  const auto rows = static_cast<std::size_t>(p.shape[0]);
+  if (autocast_.native)
+    return kernels::GemmOperand::half(compute_half_.data() + p.offset, autocast_.mode, rows,
+                                      p.numel / rows);
+  const FloatView& buffer = autocast_.active() ? compute_params_ : params_;
+  return kernels::GemmOperand::of(ConstMatrix(buffer.data() + p.offset, rows, p.numel / rows));
+}
+
+kernels::ConstHalfVector ParameterStore::compute_half(std::size_t i) const {
+  require_finalized("compute_half");
+  TRELLIS_REQUIRE(autocast_.native, "ParameterStore::compute_half: no 16-bit copy (not native)");
+  return kernels::ConstHalfVector(compute_half_.data() + info(i).offset, info(i).numel);
 }
 
 void ParameterStore::initialize(std::size_t i) {

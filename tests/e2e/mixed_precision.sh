@@ -8,7 +8,8 @@
 #  3. fp16 with dynamic loss scaling: overflows are skipped, counted and back the scale off;
 #     a run preempted mid-way and resumed continues bitwise-identically, loss scale included;
 #  4. a bf16 gradient wire on 2 ranks tracks the fp32 exchange, sends half the bytes, and
-#     is refused with the shared-memory exchange; precision.kernels = native is refused;
+#     is refused with the shared-memory exchange; native bf16 kernels track fp32 too, and
+#     native fp16 (no host kernel) is refused;
 #  5. PowerSGD rank 4 on 2 ranks: test accuracy within 1 point, >= 10x fewer bytes.
 source "$(dirname "$0")/common.sh"
 py=$TRELLIS_PYTHON
@@ -86,10 +87,17 @@ trellis_run 2 "${wire[@]}" --parallel.grad_dtype=bf16 --parallel.grad_exchange=s
   --run.dir="$WORK/wire-shared" > "$WORK/wire-shared.log" 2>&1 || rc=$?
 [[ $rc -ne 0 ]] && grep -q "parallel.grad_dtype = bf16 needs communicator" "$WORK/wire-shared.log" \
   || fail "shared memory with a bf16 wire was not refused: $(tail -2 "$WORK/wire-shared.log")"
+# Native 16-bit kernels (oneDNN bf16 matmul here; slower than emulated without AMX, but the
+# path AMX hosts and GPUs take): the same curve. fp16 has no host kernel: refused.
+trellis_run 1 train "${mlp[@]}" --train.max_steps=300 --log.interval=1 --data.test= \
+  --precision.mode=bf16 --precision.kernels=native --run.dir="$WORK/mlp-native" > "$WORK/mlp-native.log"
+grep -q "precision: bf16 with native kernels" "$WORK/mlp-native.log" || fail "native bf16 did not run"
+"${compare[@]}" --rtol 0.02 "$WORK/mlp-fp32" "$WORK/mlp-native"
 rc=0
-trellis_run 1 train "${mlp[@]}" --data.test= --precision.mode=bf16 --precision.kernels=native \
-  --run.dir="$WORK/native" > "$WORK/native.log" 2>&1 || rc=$?
-[[ $rc -ne 0 ]] && grep -q "precision.kernels = native" "$WORK/native.log" || fail "native was not refused: $(tail -2 "$WORK/native.log")"
+trellis_run 1 train "${mlp[@]}" --data.test= --precision.mode=fp16 --precision.kernels=native \
+  --run.dir="$WORK/native16" > "$WORK/native16.log" 2>&1 || rc=$?
+[[ $rc -ne 0 ]] && grep -q "precision.kernels = native: this build has no native fp16 GEMM" "$WORK/native16.log" \
+  || fail "native fp16 on the host was not refused: $(tail -2 "$WORK/native16.log")"
 
 # 5. PowerSGD rank 4 on the MLP, 2 ranks, 3 epochs: test accuracy within 1 point of the
 # uncompressed exchange, at least 10x fewer gradient bytes per step.

@@ -7,9 +7,12 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/core/precision.hpp"
+#include "trellis/kernels/gemm.hpp"
 #include "trellis/nn/autocast.hpp"
 #include "trellis/nn/conv2d.hpp"
 #include "trellis/nn/linear.hpp"
+
+#include <cmath>
 
 #include <functional>
 #include <memory>
@@ -134,13 +137,91 @@ TEST_CASE("stochastic rounding of the compute copy is unbiased and layout-keyed"
   CHECK(std::fabs(mean_error) < 0.2 * nearest_error);
 }
 
-TEST_CASE("precision.kernels resolves with a notice and refuses native", "[autocast]") {
+TEST_CASE("precision.kernels resolves with a notice", "[autocast]") {
   std::string notice;
   CHECK_FALSE(nn::resolve_autocast(Precision::fp32, "auto", notice).active());
   CHECK(notice.empty());
-  const nn::Autocast bf16 = nn::resolve_autocast(Precision::bf16, "auto", notice);
-  CHECK(bf16.active());
-  CHECK_FALSE(bf16.native);
-  CHECK(notice.find("emulated") != std::string::npos);
-  CHECK_THROWS_AS(nn::resolve_autocast(Precision::bf16, "native", notice), ConfigError);
+  const nn::Autocast emulated = nn::resolve_autocast(Precision::bf16, "emulated", notice);
+  CHECK(emulated.active());
+  CHECK_FALSE(emulated.native);
+  CHECK(notice.find("emulated kernels") != std::string::npos);
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    if (kernels::native_gemm_available(p)) {
+      CHECK(nn::resolve_autocast(p, "native", notice).native);
+      CHECK(notice.find("native kernels") != std::string::npos);
+    } else {
+      CHECK_THROWS_AS(nn::resolve_autocast(p, "native", notice), ConfigError);
+    }
+  }
+}
+
+TEST_CASE("16-bit GEMM equals the fp32 GEMM of the same values", "[autocast]") {
+  if (!kernels::native_gemm_available(Precision::bf16)) return;  // no oneDNN / CUDA
+  const int m = 7, n = 5, k = 33;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 1.0f}) {
+        INFO("trans_a " << ta << " trans_b " << tb << " beta " << beta);
+        const std::vector<float> a = rounded(Precision::bf16, random_values(m * k, 3));
+        const std::vector<float> b = rounded(Precision::bf16, random_values(k * n, 4));
+        const FloatView a32 = to_device("a", a), b32 = to_device("b", b);
+        kernels::HalfView a16("a16", a.size()), b16("b16", b.size());
+        kernels::to_half(Precision::bf16, a32, a16);
+        kernels::to_half(Precision::bf16, b32, b16);
+        const std::vector<float> c0 = random_values(m * n, 5);
+        const FloatView c_half = to_device("c", c0), c_ref = to_device("cr", c0);
+        const std::size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+        kernels::gemm(ta, tb, kernels::GemmOperand::half(a16.data(), Precision::bf16, ar, ac),
+                      kernels::GemmOperand::half(b16.data(), Precision::bf16, br, bc), beta,
+                      as_matrix(c_half, m, n));
+        kernels::gemm(ta, tb, 1.0f, ConstMatrix(a32.data(), ar, ac),
+                      ConstMatrix(b32.data(), br, bc), beta, as_matrix(c_ref, m, n));
+        const std::vector<float> got = to_host(c_half), want = to_host(c_ref);
+        for (std::size_t i = 0; i < got.size(); ++i)
+          REQUIRE(std::fabs(got[i] - want[i]) <= 1e-5f * (1.0f + std::fabs(want[i])));
+      }
+    }
+  }
+  kernels::HalfView h("h", 4);
+  const FloatView f("f", 4);
+  CHECK_THROWS_AS(
+      kernels::gemm(false, false, kernels::GemmOperand::half(h.data(), Precision::bf16, 2, 2),
+                    kernels::GemmOperand::of(ConstMatrix(f.data(), 2, 2)), 0.0f,
+                    as_matrix(FloatView("c", 4), 2, 2)),
+      Error);
+}
+
+TEST_CASE("native autocast Linear matches the emulated one within rounding", "[autocast]") {
+  if (!kernels::native_gemm_available(Precision::bf16)) return;
+  const int rows = 6, in = 40, out = 24;
+  nn::ParameterStore native_store, emulated_store;
+  nn::Autocast native, emulated;
+  native.mode = emulated.mode = Precision::bf16;
+  native.native = true;
+  native_store.set_autocast(native);
+  emulated_store.set_autocast(emulated);
+  nn::Linear a(native_store, "fc", in, out, rows), b(emulated_store, "fc", in, out, rows);
+  native_store.finalize(7);
+  emulated_store.finalize(7);
+  const FloatView x = to_device("x", random_values(rows * in, 1, -3.0f, 3.0f));
+  const FloatView dy = to_device("dy", random_values(rows * out, 2));
+  a.forward(as_matrix(x, rows, in), rows, {});
+  b.forward(as_matrix(x, rows, in), rows, {});
+  native_store.zero_grads();
+  emulated_store.zero_grads();
+  a.backward(as_matrix(dy, rows, out), rows);
+  b.backward(as_matrix(dy, rows, out), rows);
+  const auto flat = [](ConstMatrix m) {
+    return to_host(kernels::ConstVector(m.data(), m.extent(0) * m.extent(1)));
+  };
+  const auto near = [](const std::vector<float>& p, const std::vector<float>& q, double rel) {
+    for (std::size_t i = 0; i < p.size(); ++i)
+      if (std::fabs(p[i] - q[i]) > rel * (std::fabs(q[i]) + 1e-6)) return false;
+    return true;
+  };
+  // Outputs are bf16 values: the two accumulation orders may land one bf16 step apart.
+  CHECK(near(flat(a.output()), flat(b.output()), std::ldexp(1.0, -7)));
+  CHECK(near(flat(a.input_grad()), flat(b.input_grad()), std::ldexp(1.0, -7)));
+  const std::size_t w = native_store.index("fc.weight");
+  CHECK(near(to_host(native_store.grad(w)), to_host(emulated_store.grad(w)), 1e-5));
 }

@@ -8,11 +8,15 @@
 # repeat, so drift on a shared machine hits both sides; summarize.py prints the median and
 # spread of each, the per-repetition ratio, the 2-rank data-parallel efficiency and the MLP
 # step's share of the single-thread SGEMM rate on its own GEMMs (trellis_gemm_rate).
+# Mixed precision rows (PRECISIONS, default "fp32 bf16"): at 1 rank, Trellis with
+# precision.mode=bf16 against PyTorch eager under torch.autocast("cpu", dtype=torch.bfloat16),
+# in the same rounds; summarize.py adds bf16 / fp32 for both.
 #
 # usage: tools/bench/run_bench.sh [repeats=3]
 # env:   TRELLIS_BIN (build/trellis), GEMM_RATE_BIN (build/trellis_gemm_rate),
 #        BASELINE_BIN (another trellis binary to measure in the same rounds, e.g. an older
-#        commit's), MODELS ("mlp cnn gpt"), RANKS ("1 2"), STEPS_MLP/STEPS_CNN/STEPS_GPT,
+#        commit's), MODELS ("mlp cnn gpt"), RANKS ("1 2"), PRECISIONS ("fp32 bf16"),
+#        STEPS_MLP/STEPS_CNN/STEPS_GPT,
 #        FASHION_DIR (data/fashion-mnist), TEXT_DIR (data/austen), BENCH_OUT (keep raw results)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,6 +26,7 @@ gemm_bin=${GEMM_RATE_BIN:-build/trellis_gemm_rate}
 baseline=${BASELINE_BIN:-}
 models=${MODELS:-mlp cnn gpt}
 ranks=${RANKS:-1 2}
+precisions=${PRECISIONS:-fp32 bf16}
 fashion=${FASHION_DIR:-data/fashion-mnist}
 text=${TEXT_DIR:-data/austen}
 python=${PYTHON:-/usr/bin/python3}
@@ -54,27 +59,29 @@ peer_data() { [[ $1 == gpt ]] && echo "$text/train.h5" || echo "$fashion/train.h
 peer_steps() { case $1 in mlp) echo "${STEPS_MLP:-100}" ;; cnn) echo "${STEPS_CNN:-30}" ;; gpt) echo "${STEPS_GPT:-30}" ;; esac; }
 field() { [[ $1 == gpt ]] && echo tokens_per_sec || echo samples_per_sec; }
 
-run_trellis() {  # binary label model np
+run_trellis() {  # binary label model np [precision]
   local run="$out/run-$2"
   # shellcheck disable=SC2046
   mpiexec "${mpi_flags[@]}" -n "$4" "$1" train $(trellis_args "$3") --data.test= \
-    --data.cache=memory --log.interval=100000 \
+    --data.cache=memory --log.interval=100000 --precision.mode="${5:-fp32}" \
     --run.dir="$run" > "$out/last.log" 2>&1 || { cat "$out/last.log" >&2; exit 1; }
   "$python" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" \
     "$run/summary.json" "$(field "$3")" >> "$out/$2-$3-np$4"
 }
 
-run_peer() {  # model np
+run_peer() {  # model np [precision]
   local port=$((29500 + RANDOM % 1000)) pids=() r
   for ((r = 0; r < $2; r++)); do
     MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$2 taskset -c "$r" \
       "$python" tools/bench/torch_peer.py --model "$1" --data "$(peer_data "$1")" \
-      --steps "$(peer_steps "$1")" > "$out/peer-$r.json" 2> "$out/peer-$r.log" &
+      --steps "$(peer_steps "$1")" --autocast "${3:-fp32}" > "$out/peer-$r.json" 2> "$out/peer-$r.log" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || { cat "$out"/peer-*.log >&2; exit 1; }; done
+  local label=pytorch
+  [[ ${3:-fp32} != fp32 ]] && label=pytorch_$3
   "$python" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" \
-    "$out/peer-0.json" "$(field "$1")" >> "$out/pytorch-$1-np$2"
+    "$out/peer-0.json" "$(field "$1")" >> "$out/$label-$1-np$2"
 }
 
 echo "run_bench: $repeats repetitions of: ${models} at ${ranks} rank(s); raw results in $out" >&2
@@ -90,6 +97,14 @@ for ((rep = 0; rep < repeats; rep++)); do
         run_peer "$model" "$np"; run_trellis "$bin" trellis "$model" "$np"
       fi
       [[ -n $baseline ]] && run_trellis "$baseline" baseline "$model" "$np"
+      for precision in $precisions; do
+        [[ $precision == fp32 || $np != 1 ]] && continue
+        if ((rep % 2 == 0)); then
+          run_trellis "$bin" "trellis_$precision" "$model" 1 "$precision"; run_peer "$model" 1 "$precision"
+        else
+          run_peer "$model" 1 "$precision"; run_trellis "$bin" "trellis_$precision" "$model" 1 "$precision"
+        fi
+      done
     done
   done
   "$gemm_bin" --batch 256 --widths 784,1024,1024,10 >> "$out/gemm-rate"

@@ -72,6 +72,26 @@ def main():
         if one and two:
             eff = [b / (2 * a) for a, b in zip(one, two)]
             print(f"{model}: 2-rank data-parallel efficiency {spread([100 * e for e in eff])} %")
+    for precision in ("bf16", "fp16"):
+        rows = []
+        for model in ("mlp", "cnn", "gpt"):
+            t16 = load(out, f"trellis_{precision}-{model}-np1")
+            p16 = load(out, f"pytorch_{precision}-{model}-np1")
+            t32 = load(out, f"trellis-{model}-np1")
+            if t16:
+                rows.append((model, t16, p16, t32))
+        if not rows:
+            continue
+        print(f"{precision} at 1 rank (Trellis precision.mode={precision}; PyTorch under "
+              f"torch.autocast('cpu', {precision})):")
+        print(f"{'model':<5}  {'trellis ' + precision:>26}  {'pytorch autocast':>26}  "
+              f"{'vs pytorch':>18}  {'vs trellis fp32':>18}  {'pytorch vs fp32':>18}")
+        for model, t16, p16, t32 in rows:
+            p32 = load(out, f"pytorch-{model}-np1")
+            print(f"{model:<5}  {spread(t16):>26}  {spread(p16):>26}  "
+                  f"{spread([a / b for a, b in zip(t16, p16)], 2):>18}  "
+                  f"{spread([a / b for a, b in zip(t16, t32)], 2):>18}  "
+                  f"{spread([a / b for a, b in zip(p16, p32)], 2):>18}")
     gemm = [json.loads(line) for line in open(os.path.join(out, "gemm-rate"))] \
         if os.path.exists(os.path.join(out, "gemm-rate")) else []
     mlp = per_rank.get(("mlp", 1))

@@ -111,6 +111,8 @@ def main():
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--autocast", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
     args = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -132,8 +134,9 @@ def main():
     def step():
         inputs, targets = next_batch(local)
         opt.zero_grad(set_to_none=True)
-        out = net(inputs)
-        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), targets.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            out = net(inputs)
+            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), targets.reshape(-1))
         loss.backward()
         if clip:
             nn.utils.clip_grad_norm_(module.parameters(), 1.0)
@@ -153,6 +156,7 @@ def main():
     if rank == 0:
         samples_per_sec = args.steps * batch / elapsed
         print(json.dumps({"framework": "pytorch " + torch.__version__, "processes": world,
+                          "autocast": args.autocast,
                           "model": args.model, "steps": args.steps,
                           "samples_per_sec": samples_per_sec,
                           "tokens_per_sec": samples_per_sec * items if items > 1 else 0,

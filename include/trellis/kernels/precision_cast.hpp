@@ -27,6 +27,9 @@ void round_stochastic(Precision p, ConstVector src, Vector dst, std::uint64_t se
                       std::uint64_t stream, const ShardIndexMap& map = {});
 // dst[i] = src[i] in p (bf16 or fp16; Error for fp32), round to nearest even.
 void to_half(Precision p, ConstVector src, HalfVector dst);
+// to_half with stochastic rounding, keyed as round_stochastic (the same values).
+void to_half_stochastic(Precision p, ConstVector src, HalfVector dst, std::uint64_t seed,
+                        std::uint64_t stream, const ShardIndexMap& map = {});
 // dst[i] = src[i] as fp32 (exact).
 void from_half(Precision p, ConstHalfVector src, Vector dst);
 

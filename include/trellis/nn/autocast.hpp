@@ -14,12 +14,16 @@
 // summation order), on any host. It is the path on hosts without fast 16-bit matrix units:
 // on a CPU with AVX512-BF16 but no AMX, oneDNN's bf16 matmul and the VDPBF16PS peak are half
 // the fp32 FMA peak (measured: tools/bench/NOTES.md), so 16-bit arithmetic would be slower.
-// `native` (16-bit storage, oneDNN / cuBLAS GemmEx) is not built yet: asking for it is a
-// ConfigError, and auto resolves to emulated with a notice saying why.
+// `native` keeps the operands in 16-bit buffers (half the memory of the saved operands) and
+// runs kernels/gemm_half.hpp (oneDNN bf16 matmul on the host, cuBLAS GemmEx on CUDA); auto
+// picks it on CUDA builds and on CPUs with AMX-BF16, where it is faster. Convolutions keep the
+// emulated path in native mode (their vendor kernels here take fp32).
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/core/precision.hpp"
+#include "trellis/kernels/gemm_half.hpp"
+#include "trellis/kernels/precision_cast.hpp"
 
 #include <string>
 
@@ -37,23 +41,28 @@ struct Autocast {
 // ConfigError naming precision.kernels when the choice cannot run here.
 Autocast resolve_autocast(Precision mode, const std::string& kernels, std::string& notice);
 
-// A layer's rounded copy of one GEMM operand, [capacity_elements] floats, allocated only when
-// autocast is active (no memory otherwise).
+// A layer's rounded copy of one GEMM operand, [capacity_elements] values, allocated only when
+// autocast is active (no memory otherwise): 16-bit words with native kernels (unless the
+// layer asks for fp32 storage: emulated_only), fp32 holding the rounded values otherwise.
 class AutocastOperand {
  public:
   AutocastOperand() = default;
-  AutocastOperand(const Autocast& autocast, const std::string& label,
-                  std::size_t capacity_elements);
+  AutocastOperand(const Autocast& autocast, const std::string& label, std::size_t capacity_elements,
+                  bool emulated_only = false);
 
-  // m rounded into this buffer (the returned window has m's shape), or m itself when off.
-  ConstMatrix round(const ConstMatrix& m);
-  // The window the last round() returned.
-  ConstMatrix last() const { return last_; }
+  // m rounded into this buffer (same shape), or m itself when off.
+  kernels::GemmOperand round(const ConstMatrix& m);
+  // The same for an emulated_only operand, as a matrix (Error for a 16-bit buffer).
+  ConstMatrix round_matrix(const ConstMatrix& m);
+  // What the last round() / round_matrix() returned.
+  const kernels::GemmOperand& last() const { return last_; }
+  ConstMatrix last_matrix() const;
 
  private:
   Precision mode_ = Precision::fp32;
-  FloatView buffer_;
-  ConstMatrix last_;
+  FloatView buffer_;        // emulated
+  kernels::HalfView half_;  // native
+  kernels::GemmOperand last_;
 };
 
 // m := m rounded to the autocast's format (a layer's own output or input gradient); nothing

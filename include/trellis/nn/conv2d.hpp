@@ -91,6 +91,8 @@ class Conv2d : public Layer {
   // The convolution proper, on the operands autocast chose (rounded or not).
   void forward_operands(ConstMatrix x, kernels::ConstVector weight, int n);
   void backward_operands(ConstMatrix dy, ConstMatrix x, int n);
+  // The weights the convolution reads: the compute copy, as fp32 values.
+  kernels::ConstVector compute_weight();
   // cols of images [first, first + count) of x, in the workspace (or x itself when pointwise).
   ConstMatrix columns(const ConstMatrix& x, int first, int count) const;
 
@@ -100,9 +102,10 @@ class Conv2d : public Layer {
   std::size_t weight_;
   std::optional<std::size_t> bias_;
   int block_ = 1;
-  FloatView workspace_;  // [block * C*k*k * H'*W'] (empty when pointwise)
+  FloatView workspace_;   // [block * C*k*k * H'*W'] (empty when pointwise)
   AutocastOperand x16_;   // [cap * C*H*W] autocast: x rounded
   AutocastOperand dy16_;  // [cap * C'*H'*W'] autocast: dy rounded
+  FloatView weight16_;    // [C' * C*k*k] native kernels: the 16-bit weights as fp32
 #if defined(TRELLIS_ENABLE_CUDNN)
   std::unique_ptr<kernels::CudnnConvolution> cudnn_;
 #endif

@@ -34,6 +34,8 @@
 
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/core/shape.hpp"
+#include "trellis/kernels/gemm_half.hpp"
+#include "trellis/kernels/precision_cast.hpp"
 #include "trellis/kernels/random_fill.hpp"
 #include "trellis/kernels/views.hpp"
 #include "trellis/nn/autocast.hpp"
@@ -166,8 +168,15 @@ class ParameterStore {
   // step: the optimizer steps taken, which keys the stochastic draws (stream per parameter
   // name and step, index = the logical element: the same bits on any layout).
   void refresh_compute_copy(std::int64_t step);
+  // fp32 windows: the parameters, or their rounded copy with emulated kernels; Error with
+  // native kernels, whose copy is 16-bit (compute_operand, compute_half).
   kernels::Vector compute_vector(std::size_t i) const;
   Matrix compute_matrix(std::size_t i) const;
+  // Parameter i as a GEMM operand [shape[0], numel / shape[0]], in whichever form the layers'
+  // GEMMs read it (fp32, rounded fp32, or 16-bit words).
+  kernels::GemmOperand compute_operand(std::size_t i) const;
+  // Native kernels: parameter i's 16-bit words [numel].
+  kernels::ConstHalfVector compute_half(std::size_t i) const;
 
   // Backward progress (see above). The listener is not owned; nullptr detaches it.
   void set_grad_listener(GradReadyListener* listener) { listener_ = listener; }
@@ -197,7 +206,8 @@ class ParameterStore {
   FloatView decay_mask_;  // [buffer_size_]
   Autocast autocast_;
   bool stochastic_rounding_ = false;
-  FloatView compute_params_;  // [buffer_size_] params rounded to autocast_.mode; active only
+  FloatView compute_params_;  // [buffer_size_] params rounded to autocast_.mode; emulated only
+  kernels::HalfView compute_half_;  // [buffer_size_] params in 16 bits; native only
 };
 
 }  // namespace trellis::nn
