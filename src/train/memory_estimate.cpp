@@ -115,8 +115,10 @@ MemoryEstimate estimate_memory(const TrainConfig& c, const DataShape& data, int 
   }
   const Bytes split = static_cast<Bytes>(std::max(tp, 1)) * std::max(c.parallel.pp, 1);
   const Bytes state = optimizer_state_per_param(c) / (c.parallel.zero ? std::max(dp, 1) : 1);
+  // Mixed precision adds the weights' compute copy (at most a float each).
+  const Bytes compute_copy = c.precision.mode != Precision::fp32 ? 1 : 0;
   MemoryEstimate e;
-  e.state_bytes = model.params / split * kFloat * (2 + state);
+  e.state_bytes = model.params / split * kFloat * (2 + state + compute_copy);
   e.state_key = model.params_key;
 
   const Bytes micro = c.micro_batch() > 0 ? c.micro_batch() : c.local_batch(std::max(dp, 1));

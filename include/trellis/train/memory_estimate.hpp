@@ -2,9 +2,10 @@
 // any large buffer is allocated: an absurd size then ends with a ConfigError naming the key
 // responsible and the size in GiB, not with std::bad_alloc or a Kokkos allocation failure.
 //
-// The estimate counts float parameters, their gradients and the optimizer's state (divided
-// over tp x pp, and the state over dp with ZeRO-1), the model's activations and gradients at
-// its capacity (max(micro-batch, eval_batch) samples), and the host batch buffers. It is an
+// The estimate counts float parameters, their gradients, the optimizer's state (divided
+// over tp x pp, and the state over dp with ZeRO-1) and the mixed-precision weight copy, the
+// model's activations and gradients at its capacity (max(micro-batch, eval_batch) samples),
+// and the host batch buffers. It is an
 // order of magnitude, meant to catch mistakes, not to plan a job.
 #pragma once
 
