@@ -2,6 +2,8 @@
 
 #include "trellis/comm/grid_layout.hpp"
 #include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/cpu_features.hpp"
+#include "trellis/kernels/gemm_half.hpp"
 #include "trellis/kernels/host_threads.hpp"
 
 #include <hdf5.h>
@@ -75,6 +77,16 @@ std::string build_summary() {
       << "\n";
   out << "  blas: " << TRELLIS_BLAS << "\n";
   out << "  host gemm: " << kernels::host_gemm_description() << "\n";
+  const CpuFeatures& cpu = host_cpu_features();
+  out << "  cpu features: " << cpu.describe()
+      << (cpu.hidden.empty() ? "" : " (TRELLIS_CPU_HIDE=" + cpu.hidden + ")")
+      << "; native 16-bit GEMM:" << (kernels::native_gemm_available(Precision::bf16) ? " bf16" : "")
+      << (kernels::native_gemm_available(Precision::fp16) ? " fp16" : "")
+      << (kernels::native_gemm_available(Precision::bf16) ||
+                  kernels::native_gemm_available(Precision::fp16)
+              ? ""
+              : " none")
+      << "\n";
 #if defined(TRELLIS_ENABLE_NCCL)
   out << "  nccl " << NCCL_MAJOR << "." << NCCL_MINOR << "." << NCCL_PATCH << "\n";
 #endif

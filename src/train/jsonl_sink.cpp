@@ -92,6 +92,9 @@ void JsonlSink::summary(const RunSummary& r) {
       .add("step_time_s", r.step_time_s);
   add_phase_times(s, r.per_step);
   s.add("skipped_steps", r.skipped_steps)
+      .add("precision", r.precision)
+      .add("overflow_steps", r.overflow_steps)
+      .add("loss_scale", r.loss_scale)
       .add("host_rss_bytes", r.host_rss_bytes)
       .add("device_hours", r.cost.device_hours)
       .add("cost_on_demand", r.cost.on_demand)

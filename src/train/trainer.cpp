@@ -150,7 +150,7 @@ void Trainer::log_setup() const {
   log_.info("gradient exchange: " + model_->describe_exchange(config_));
   if (!model_->precision_notice().empty()) log_.info(model_->precision_notice());
   if (model_->loss_scaler().enabled())
-    log_.info(format_text("loss scaling: %s, scale %g", 
+    log_.info(format_text("loss scaling: %s, scale %g",
                           model_->loss_scaler().dynamic() ? "dynamic" : "static",
                           static_cast<double>(model_->loss_scaler().scale())));
   if (pp > 1)
@@ -260,6 +260,12 @@ void Trainer::finish(const std::string& finish_reason) {
   summary.pipeline_bubble_fraction = bubble_fraction(
       grid_->size(Axis::pp), static_cast<int>(config_.accumulation_steps(grid_->size(Axis::dp))));
   summary.skipped_steps = runner_->skipped();
+  const nn::Autocast& autocast = model_->store().autocast();
+  summary.precision = precision_name(autocast.mode);
+  if (autocast.active())
+    summary.precision += autocast.native ? " (native kernels)" : " (emulated kernels)";
+  summary.overflow_steps = model_->loss_scaler().state().overflows;
+  summary.loss_scale = model_->loss_scaler().scale();
   summary.last_eval = last_eval_;
   run_agreed(grid_->world().get(), log_, [&] { metrics_->summary(summary); });
 }

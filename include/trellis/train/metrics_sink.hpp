@@ -28,7 +28,7 @@ struct IntervalReport {
   StepTimes per_step;      // mean seconds per step of each phase
   double tflops = 0, mfu = 0;
   std::int64_t host_rss_bytes = 0;
-  std::int64_t skipped_steps = 0;  // over the whole run
+  std::int64_t skipped_steps = 0;   // over the whole run
   double loss_scale = 1;            // the last step's (1: no loss scaling)
   std::int64_t overflow_steps = 0;  // steps the loss scaler skipped, over the whole run
   double grad_wire_bytes = 0;       // dp gradient bytes sent per step (the last step's)
@@ -72,6 +72,9 @@ struct RunSummary {
   StepTimes per_step;  // mean seconds per step of each phase (checkpoints included)
   double step_time_s = 0;
   std::int64_t skipped_steps = 0, host_rss_bytes = 0;
+  std::string precision;  // "fp32", or e.g. "bf16 (emulated kernels)"
+  std::int64_t overflow_steps = 0;
+  double loss_scale = 1;  // at the end
   CostEstimate cost;
   double price_per_device_hour = 0, spot_price_per_device_hour = 0;
   std::optional<EvalResult> last_eval;
