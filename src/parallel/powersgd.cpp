@@ -60,6 +60,20 @@ PowerSgd::PowerSgd(Communicator& dp, nn::ParameterStore& store, const PowerSgdOp
   }
 }
 
+void PowerSgd::save_state(kernels::Vector out) const {
+  TRELLIS_REQUIRE(out.extent(0) >= state_floats(), "PowerSgd::save_state: buffer too small");
+  const std::size_t q = q_.extent(0), e = error_.extent(0);
+  kernels::copy(q_, slice(out, 0, q));
+  kernels::copy(error_, slice(out, q, q + e));
+}
+
+void PowerSgd::load_state(kernels::ConstVector in) {
+  TRELLIS_REQUIRE(in.extent(0) >= state_floats(), "PowerSgd::load_state: buffer too small");
+  const std::size_t q = q_.extent(0), e = error_.extent(0);
+  kernels::copy(slice(in, 0, q), q_);
+  kernels::copy(slice(in, q, q + e), error_);
+}
+
 void PowerSgd::reduce() {
   float* grads = store_.grads().data();
   const auto r = static_cast<std::size_t>(r_);

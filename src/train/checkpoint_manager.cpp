@@ -91,9 +91,45 @@ std::vector<TensorPiece> CheckpointManager::pieces(bool with_optimizer) const {
   return pieces;
 }
 
+std::vector<TensorPiece> CheckpointManager::powersgd_pieces() {
+  const PowerSgd* power = model_.sync().powersgd();
+  if (power == nullptr) return {};
+  const MPI_Comm world = grid_.world().get();
+  auto row = static_cast<long long>(power->state_floats());
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &row, 1, MPI_LONG_LONG, MPI_MAX, world));
+  const auto length = static_cast<std::size_t>(row);
+  if (powersgd_staging_.extent(0) != length)
+    powersgd_staging_ = FloatView("trellis::checkpoint::powersgd_row", length);
+  TensorPiece piece;
+  piece.name = "powersgd/state";
+  piece.logical_shape = {grid_.world().size(), static_cast<std::int64_t>(length)};
+  const auto rank = static_cast<std::size_t>(grid_.rank());
+  piece.range_begin = rank * length;
+  piece.range_end = (rank + 1) * length;
+  piece.writer = true;
+  piece.local = powersgd_staging_;
+  return {piece};
+}
+
+bool CheckpointManager::powersgd_state_fits(const CheckpointInfo& info) const {
+  const auto count = [&](const char* key) {
+    return info.counters.count(key) ? info.counters.at(key) : -1;
+  };
+  return model_.sync().powersgd() != nullptr && count("powersgd_world") == grid_.world().size() &&
+         count("powersgd_tp") == config_.parallel.tp &&
+         count("powersgd_pp") == config_.parallel.pp &&
+         count("powersgd_rank") == config_.parallel.powersgd_rank &&
+         count("powersgd_min_compression_x1000") ==
+             static_cast<std::int64_t>(config_.parallel.powersgd_min_compression * 1000);
+}
+
 std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_steps) {
   faults_.in_checkpoint(step);
-  const std::vector<TensorPiece> all = pieces(true);
+  std::vector<TensorPiece> all = pieces(true);
+  for (TensorPiece& piece : powersgd_pieces()) {
+    model_.sync().powersgd()->save_state(piece.local);
+    all.push_back(std::move(piece));
+  }
   CheckpointInfo info;
   info.step = step;
   info.config_ini = config_.to_ini();
@@ -101,6 +137,14 @@ std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_step
   info.counters["global_batch"] = config_.train.global_batch;
   info.counters["optimizer_steps"] = model_.optimizer().step_count();
   info.counters["skipped_steps"] = skipped_steps;
+  if (model_.sync().powersgd() != nullptr) {  // the layout its per-rank state belongs to
+    info.counters["powersgd_world"] = grid_.world().size();
+    info.counters["powersgd_tp"] = config_.parallel.tp;
+    info.counters["powersgd_pp"] = config_.parallel.pp;
+    info.counters["powersgd_rank"] = config_.parallel.powersgd_rank;
+    info.counters["powersgd_min_compression_x1000"] =
+        static_cast<std::int64_t>(config_.parallel.powersgd_min_compression * 1000);
+  }
   const LossScaler& scaler = model_.loss_scaler();
   if (scaler.enabled()) {  // bit-exact: the float's bits as an integer
     std::uint32_t bits = 0;
@@ -135,10 +179,21 @@ void CheckpointManager::restore_loss_scaler(const CheckpointInfo& info) {
   }
 }
 
-void CheckpointManager::load(const std::string& dir) {
+void CheckpointManager::load(const std::string& dir, const CheckpointInfo& info) {
   const MPI_Comm world = grid_.world().get();
   verify_checkpoint(dir, world);
-  read_checkpoint(dir, pieces(true), world);
+  std::vector<TensorPiece> all = pieces(true);
+  const bool powersgd = powersgd_state_fits(info);
+  if (powersgd)
+    for (TensorPiece& piece : powersgd_pieces()) all.push_back(std::move(piece));
+  read_checkpoint(dir, all, world);
+  if (powersgd) {
+    model_.sync().powersgd()->load_state(powersgd_staging_);
+  } else if (model_.sync().powersgd() != nullptr && grid_.rank() == 0) {
+    log_.warn("resume: " + dir +
+              " holds no PowerSGD state for this layout; its error "
+              "feedback restarts at zero and Q is drawn afresh");
+  }
   // ZeRO-1: the master copy of this rank's parameters (the state was read into the shard).
   model_.sync().load_shard_from_params();
 }
@@ -188,7 +243,7 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
     run_agreed(world, log_, [&] { check_compatible(dir, stored, config_); });
     try {
       Stopwatch watch;
-      load(dir);
+      load(dir, info);
       model_.optimizer().set_step_count(info.counters.at("optimizer_steps"));
       restore_loss_scaler(info);
       model_.parameters_changed(info.step);

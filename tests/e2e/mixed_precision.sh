@@ -10,7 +10,8 @@
 #  4. a bf16 gradient wire on 2 ranks tracks the fp32 exchange, sends half the bytes, and
 #     is refused with the shared-memory exchange; native bf16 kernels track fp32 too, and
 #     native fp16 (no host kernel) is refused;
-#  5. PowerSGD rank 4 on 2 ranks: test accuracy within 1 point, >= 10x fewer bytes.
+#  5. PowerSGD rank 4 on 2 ranks: test accuracy within 1 point, >= 10x fewer bytes; its state
+#     resumes bitwise on the same layout and restarts (with a warning) on another.
 source "$(dirname "$0")/common.sh"
 py=$TRELLIS_PYTHON
 compare=("$py" "$TRELLIS_SRC/tools/compare_losses.py" --steps 300 --window 50)
@@ -118,4 +119,18 @@ print(f"PowerSGD rank 4: test accuracy {100 * a4:.2f}% vs {100 * a0:.2f}% uncomp
 assert abs(a4 - a0) <= 0.01, "PowerSGD accuracy more than 1 point off"
 assert b0 >= 10 * b4 and c4 >= 10, "PowerSGD sends less than 10x fewer bytes"
 PY
+# PowerSGD's error feedback and Q are in checkpoints: preempted at step 23 and resumed on the
+# same layout, bitwise the uninterrupted run; resumed on 1 rank, restarted with a warning.
+psr=(train "${mlp[@]}" --data.test= --train.max_steps=40 --train.global_batch=64 --log.interval=1
+     --parallel.grad_exchange=communicator --parallel.powersgd_rank=2 --parallel.powersgd_start_step=5)
+trellis_run 2 "${psr[@]}" --run.dir="$WORK/psr-straight" > "$WORK/psr-straight.log"
+rc=0
+trellis_run 2 "${psr[@]}" --fault.inject=1:23:signal --run.dir="$WORK/psr" > "$WORK/psr-pre.log" 2>&1 || rc=$?
+[[ $rc -eq 75 ]] || fail "preempted PowerSGD run exited $rc, expected 75"
+trellis_run 2 "${psr[@]}" --run.dir="$WORK/psr" --resume auto > "$WORK/psr-resume.log"
+"$py" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 40 "$WORK/psr-straight" "$WORK/psr"
+cp -r "$WORK/psr/checkpoints" "$WORK/psr1-checkpoints"
+trellis_run 1 "${psr[@]}" --ckpt.dir="$WORK/psr1-checkpoints" --run.dir="$WORK/psr1" --resume auto \
+  > "$WORK/psr1.log" 2>&1
+grep -q "holds no PowerSGD state for this layout" "$WORK/psr1.log" || fail "no PowerSGD restart warning"
 echo "mixed precision and compressed exchange: all checks passed"

@@ -118,6 +118,9 @@ class GradientSync : public nn::GradReadyListener {
   // Before each step: the 0-based optimizer step about to run (whether PowerSGD is on).
   void set_step(std::int64_t step);
   bool powersgd_active() const { return powersgd_now_; }
+  // The PowerSGD state (checkpoints); null when PowerSGD is off.
+  PowerSgd* powersgd() { return powersgd_.get(); }
+  const PowerSgd* powersgd() const { return powersgd_.get(); }
 
   // Before each micro-batch's backward: true arms the overlap (the last micro-batch of a step).
   // Throws if buckets of an unfinished reduction are still in flight.

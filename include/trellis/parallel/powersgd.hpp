@@ -19,12 +19,14 @@
 //   sum_i (n_i + m_i) r + uncompressed
 // floats, instead of the whole buffer. Buffers are allocated here; reduce() allocates nothing.
 //
-// State: Q and E per rank, kept across steps; they are not in checkpoints, so a resumed run
-// restarts them (Q redrawn, E zero) and is not bitwise the uninterrupted one.
+// State: Q and E per rank, kept across steps. Checkpoints hold each rank's state (state() /
+// load_state()); a run resumed on the same layout continues bitwise, on another layout it
+// restarts them (Q redrawn, E zero).
 #pragma once
 
 #include "trellis/comm/communicator.hpp"
 #include "trellis/core/kokkos_types.hpp"
+#include "trellis/kernels/views.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
 #include <cstddef>
@@ -54,6 +56,10 @@ class PowerSgd {
   std::size_t floats_per_step() const { return first_.extent(0) + q_.extent(0); }
   // This rank's error-feedback memory, the compressed matrices' E back to back (tests).
   const FloatView& error() const { return error_; }
+  // The whole state, [q | error]: state_floats() floats.
+  std::size_t state_floats() const { return q_.extent(0) + error_.extent(0); }
+  void save_state(kernels::Vector out) const;  // out [>= state_floats()]
+  void load_state(kernels::ConstVector in);    // in [>= state_floats()]
 
  private:
   struct Item {

@@ -8,9 +8,12 @@
 //                              momentum_buffer, square_avg) per parameter; with ZeRO-1 each dp
 //                              rank writes and reads the ranges of its own shard
 //   buffers/<name>             BatchNorm running statistics
-// plus the step, the optimizer's step count, the skipped steps, the loss scaler's state, the global batch, the
-// resolved config and the build. Randomness needs no state: every draw is keyed by (seed,
-// step, position). model.h5 holds params/ and buffers/ in the weights format.
+//   powersgd/state             [world, L]: row r is rank r's PowerSGD Q and error feedback
+//                              (zero-padded to the longest rank's L); loaded only on the
+//                              same layout (world, tp, pp, rank), else restarted with a warning
+// plus the step, the optimizer's step count, the skipped steps, the loss scaler's state, the global
+// batch, the resolved config and the build. Randomness needs no state: every draw is keyed by
+// (seed, step, position). model.h5 holds params/ and buffers/ in the weights format.
 #pragma once
 
 #include "trellis/comm/process_grid.hpp"
@@ -56,7 +59,12 @@ class CheckpointManager {
  private:
   // Every tensor a checkpoint (with_optimizer) or model.h5 holds, as this rank's pieces.
   std::vector<TensorPiece> pieces(bool with_optimizer) const;
-  void load(const std::string& dir);
+  void load(const std::string& dir, const CheckpointInfo& info);
+  // The powersgd/state piece of this rank, over powersgd_staging_ (sized here); none when
+  // PowerSGD is off. Collective (the row length is the world's maximum).
+  std::vector<TensorPiece> powersgd_pieces();
+  // Whether a checkpoint's PowerSGD state fits this run (the same world, layout and rank).
+  bool powersgd_state_fits(const CheckpointInfo& info) const;
   // The loss scaler's state from a checkpoint's counters (loss_scale_bits: the float's bits).
   void restore_loss_scaler(const CheckpointInfo& info);
 
@@ -65,6 +73,7 @@ class CheckpointManager {
   TrainingModel& model_;
   const FaultInjector& faults_;
   Logger log_;
+  FloatView powersgd_staging_;  // [L]: this rank's row of powersgd/state
 };
 
 }  // namespace trellis
