@@ -1,5 +1,6 @@
 #include "trellis/kernels/gemm_half.hpp"
 
+#include "trellis/core/cpu_features.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/gemm.hpp"
 
@@ -147,18 +148,45 @@ void cublas_gemm(bool trans_a, bool trans_b, const GemmOperand& a, const GemmOpe
 }
 #endif
 
+#if TRELLIS_HAVE_ONEDNN
+// Whether oneDNN has a bf16 matmul on this CPU: asked of oneDNN itself, once (it needs at
+// least AVX-512 on x86: on an AVX2-only CPU it creates no bf16 primitive at all).
+bool onednn_bf16_matmul_on_this_cpu() {
+  static const bool available = [] {
+    try {
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      using dt = dnnl::memory::data_type;
+      const dnnl::memory::desc a({1, 1}, dt::bf16, dnnl::memory::dims{1, 1});
+      const dnnl::memory::desc c({1, 1}, dt::f32, dnnl::memory::dims{1, 1});
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), engine);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
+}
+#endif
+
 }  // namespace
 
-bool native_gemm_available(Precision format) {
+std::string native_gemm_unavailable_reason(Precision format) {
+  if (format == Precision::fp32) return "fp32 is not a 16-bit format";
 #if defined(TRELLIS_ENABLE_CUDA)
-  return format != Precision::fp32;
+  return "";
 #elif TRELLIS_HAVE_ONEDNN
-  return format == Precision::bf16;
+  if (format == Precision::fp16) return "this build has no native fp16 GEMM (host builds: oneDNN bf16 only)";
+  if (!onednn_bf16_matmul_on_this_cpu())
+    return "oneDNN has no bf16 matmul on this CPU (it needs AVX-512; cpu features: " +
+           host_cpu_features().describe() + ")";
+  return "";
 #else
-  (void)format;
-  return false;
+  return std::string("this build has no native ") + precision_name(format) +
+         " GEMM (host builds: oneDNN bf16 only, and this one has no oneDNN)";
 #endif
 }
+
+bool native_gemm_available(Precision format) { return native_gemm_unavailable_reason(format).empty(); }
 
 void gemm(bool trans_a, bool trans_b, const GemmOperand& a, const GemmOperand& b, float beta,
           Matrix c) {
@@ -177,8 +205,9 @@ void gemm(bool trans_a, bool trans_b, const GemmOperand& a, const GemmOperand& b
                 "; need both 16-bit of one format, op(A) [m, k], op(B) [k, n], C [m, n]");
   if (m == 0 || n == 0) return;
   if (!native_gemm_available(a.format))
-    throw Error(std::string("gemm: this build has no native ") + precision_name(a.format) +
-                " GEMM (precision.kernels = emulated runs everywhere)");
+    throw Error("gemm: no native " + std::string(precision_name(a.format)) +
+                " GEMM here: " + native_gemm_unavailable_reason(a.format) +
+                " (precision.kernels = emulated runs everywhere)");
 #if defined(TRELLIS_ENABLE_CUDA)
   cublas_gemm(trans_a, trans_b, a, b, beta, c);
 #elif TRELLIS_HAVE_ONEDNN

@@ -15,10 +15,8 @@ Autocast resolve_autocast(Precision mode, const std::string& kernels, std::strin
   const std::string name = precision_name(mode);
   const bool available = kernels::native_gemm_available(mode);
   if (kernels == "native" && !available)
-    throw ConfigError("precision.kernels = native: this build has no native " + name + " GEMM (" +
-                      (kHostMemory ? std::string("host builds: oneDNN bf16 only")
-                                   : std::string("device build without it")) +
-                      "); use emulated or auto");
+    throw ConfigError("precision.kernels = native: " +
+                      kernels::native_gemm_unavailable_reason(mode) + "; use emulated or auto");
   const bool amx = kHostMemory && host_cpu_features().amx_bf16;
   autocast.native =
       kernels == "native" || (kernels == "auto" && available && (!kHostMemory || amx));

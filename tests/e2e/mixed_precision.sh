@@ -2,13 +2,15 @@
 # Mixed precision (precision.mode) and the compressed gradient wire (parallel.grad_dtype):
 #  1. bf16 and fp16 track the fp32 loss curve over 300 steps for the MLP, the CNN and the GPT:
 #     the mean loss of every 50-step window within a stated relative tolerance (measured worst
-#     cases on 2026-12-03: MLP 0.4%, CNN 3.8% (batch 32, BatchNorm: the noisiest), GPT 1.1%);
+#     cases: MLP 0.4% (2026-12-03), CNN 2.0% against an fp32 noise floor of 1.6% (2026-12-04),
+#     GPT 1.1% (2026-12-03));
 #  2. the fallback of a host without AVX512-BF16 (TRELLIS_CPU_HIDE) says so and computes the
 #     same losses bit for bit (both run the emulated kernels);
 #  3. fp16 with dynamic loss scaling: overflows are skipped, counted and back the scale off;
 #     a run preempted mid-way and resumed continues bitwise-identically, loss scale included;
 #  4. a bf16 gradient wire on 2 ranks tracks the fp32 exchange, sends half the bytes, and
-#     is refused with the shared-memory exchange; native bf16 kernels track fp32 too, and
+#     is refused with the shared-memory exchange; native bf16 kernels track fp32 too (or, where
+#     oneDNN has no bf16 matmul for the CPU, are refused with the reason), and
 #     native fp16 (no host kernel) is refused;
 #  5. PowerSGD rank 4 on 2 ranks: test accuracy within 1 point, >= 10x fewer bytes; its state
 #     resumes bitwise on the same layout and restarts (with a warning) on another.
@@ -28,8 +30,17 @@ curves() {  # curves NAME TOLERANCE ARGS...: fp32, bf16 and fp16 runs of 300 ste
 }
 mlp=(--config "$TRELLIS_SRC/inputs/fashion_mlp.ini" --data.train="$FASHION_DIR/train.h5")
 curves mlp 0.02 "${mlp[@]}"
-curves cnn 0.06 --config "$TRELLIS_SRC/inputs/fashion_cnn.ini" --data.train="$FASHION_DIR/train.h5" \
-  --train.global_batch=32
+# The CNN at batch 32 under the demo's onecycle schedule (peak lr 0.1) is chaotic: there fp32
+# against fp32 with another convolution summation order (kernels.conv=im2col) differed by 4.3%
+# and an fp16 run by 17% after one gradient spike (2026-12-04, AMD EPYC). At lr 0.02 with a
+# cosine schedule the curves measure precision, not chaos; the im2col run is the fp32 noise
+# floor, printed beside them.
+cnn=(--config "$TRELLIS_SRC/inputs/fashion_cnn.ini" --data.train="$FASHION_DIR/train.h5"
+     --train.global_batch=32 --optim.lr=0.02 --sched.type=cosine --sched.warmup_steps=30)
+curves cnn 0.04 "${cnn[@]}"
+trellis_run 1 train "${cnn[@]}" --train.max_steps=300 --log.interval=1 --data.test= \
+  --kernels.conv=im2col --run.dir="$WORK/cnn-fp32-im2col" > "$WORK/cnn-fp32-im2col.log"
+"${compare[@]}" --rtol 0.04 "$WORK/cnn-fp32" "$WORK/cnn-fp32-im2col"
 "$py" "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" --out-dir "$WORK/austen" > /dev/null
 curves gpt 0.015 --config "$TRELLIS_SRC/inputs/gpt_char.ini" --data.train="$WORK/austen/train.h5" \
   --train.global_batch=8 --model.seq_len=64 --train.epochs=50
@@ -89,11 +100,22 @@ trellis_run 2 "${wire[@]}" --parallel.grad_dtype=bf16 --parallel.grad_exchange=s
 [[ $rc -ne 0 ]] && grep -q "parallel.grad_dtype = bf16 needs communicator" "$WORK/wire-shared.log" \
   || fail "shared memory with a bf16 wire was not refused: $(tail -2 "$WORK/wire-shared.log")"
 # Native 16-bit kernels (oneDNN bf16 matmul here; slower than emulated without AMX, but the
-# path AMX hosts and GPUs take): the same curve. fp16 has no host kernel: refused.
-trellis_run 1 train "${mlp[@]}" --train.max_steps=300 --log.interval=1 --data.test= \
-  --precision.mode=bf16 --precision.kernels=native --run.dir="$WORK/mlp-native" > "$WORK/mlp-native.log"
-grep -q "precision: bf16 with native kernels" "$WORK/mlp-native.log" || fail "native bf16 did not run"
-"${compare[@]}" --rtol 0.02 "$WORK/mlp-fp32" "$WORK/mlp-native"
+# path AMX hosts and GPUs take): the same curve. Where oneDNN has no bf16 matmul for the CPU
+# (AVX2 only), `trellis info` says so and asking for native is refused with the reason.
+# fp16 has no host kernel: refused.
+if "$TRELLIS_BIN" info | grep -q "native 16-bit GEMM: bf16"; then
+  trellis_run 1 train "${mlp[@]}" --train.max_steps=300 --log.interval=1 --data.test= \
+    --precision.mode=bf16 --precision.kernels=native --run.dir="$WORK/mlp-native" > "$WORK/mlp-native.log"
+  grep -q "precision: bf16 with native kernels" "$WORK/mlp-native.log" || fail "native bf16 did not run"
+  "${compare[@]}" --rtol 0.02 "$WORK/mlp-fp32" "$WORK/mlp-native"
+else
+  rc=0
+  trellis_run 1 train "${mlp[@]}" --data.test= --precision.mode=bf16 --precision.kernels=native \
+    --run.dir="$WORK/native-bf16" > "$WORK/native-bf16.log" 2>&1 || rc=$?
+  [[ $rc -ne 0 ]] && grep -q "precision.kernels = native: oneDNN has no bf16 matmul on this CPU" "$WORK/native-bf16.log" \
+    || fail "native bf16 without a kernel was not refused: $(tail -2 "$WORK/native-bf16.log")"
+  echo "this host has no native bf16 GEMM: checked that native bf16 is refused"
+fi
 rc=0
 trellis_run 1 train "${mlp[@]}" --data.test= --precision.mode=fp16 --precision.kernels=native \
   --run.dir="$WORK/native16" > "$WORK/native16.log" 2>&1 || rc=$?

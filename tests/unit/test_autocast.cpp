@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 using namespace trellis;
@@ -155,8 +156,30 @@ TEST_CASE("precision.kernels resolves with a notice", "[autocast]") {
   }
 }
 
+TEST_CASE("without a native bf16 GEMM, the 16-bit gemm says why", "[autocast]") {
+  // An AVX2-only CPU (oneDNN makes no bf16 primitive there) or a build without oneDNN: the
+  // reason names it, and a 16-bit gemm throws it instead of crashing.
+  if (kernels::native_gemm_available(Precision::bf16)) {
+    CHECK(kernels::native_gemm_unavailable_reason(Precision::bf16).empty());
+    return;
+  }
+  const std::string reason = kernels::native_gemm_unavailable_reason(Precision::bf16);
+  INFO(reason);
+  CHECK((reason.find("this CPU") != std::string::npos ||
+         reason.find("no oneDNN") != std::string::npos));
+  kernels::HalfView a("a", 4), b("b", 4);
+  try {
+    kernels::gemm(false, false, kernels::GemmOperand::half(a.data(), Precision::bf16, 2, 2),
+                  kernels::GemmOperand::half(b.data(), Precision::bf16, 2, 2), 0.0f,
+                  as_matrix(FloatView("c", 4), 2, 2));
+    FAIL("a bf16 gemm ran without a native kernel");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find(reason) != std::string::npos);
+  }
+}
+
 TEST_CASE("16-bit GEMM equals the fp32 GEMM of the same values", "[autocast]") {
-  if (!kernels::native_gemm_available(Precision::bf16)) return;  // no oneDNN / CUDA
+  if (!kernels::native_gemm_available(Precision::bf16)) return;  // the case above
   const int m = 7, n = 5, k = 33;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {

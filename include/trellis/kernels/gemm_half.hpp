@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace trellis::kernels {
 
@@ -52,8 +53,11 @@ struct GemmOperand {
 void gemm(bool trans_a, bool trans_b, const GemmOperand& a, const GemmOperand& b, float beta,
           Matrix c);
 
-// Whether this build has a native 16-bit GEMM for `format`: CUDA builds for bf16 and fp16;
-// host builds with oneDNN for bf16 (oneDNN 2.x has no f16 matmul on CPUs).
+// Whether this build, on this machine, has a native 16-bit GEMM for `format`: CUDA builds for
+// bf16 and fp16; host builds with oneDNN for bf16 where oneDNN has a bf16 matmul for the CPU
+// (asked of oneDNN at run time: it needs AVX-512; oneDNN 2.x has no f16 matmul on CPUs).
 bool native_gemm_available(Precision format);
+// Why not, in a phrase for messages ("" when it is available).
+std::string native_gemm_unavailable_reason(Precision format);
 
 }  // namespace trellis::kernels
