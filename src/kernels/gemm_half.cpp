@@ -175,7 +175,8 @@ std::string native_gemm_unavailable_reason(Precision format) {
 #if defined(TRELLIS_ENABLE_CUDA)
   return "";
 #elif TRELLIS_HAVE_ONEDNN
-  if (format == Precision::fp16) return "this build has no native fp16 GEMM (host builds: oneDNN bf16 only)";
+  if (format == Precision::fp16)
+    return "this build has no native fp16 GEMM (host builds: oneDNN bf16 only)";
   if (!onednn_bf16_matmul_on_this_cpu())
     return "oneDNN has no bf16 matmul on this CPU (it needs AVX-512; cpu features: " +
            host_cpu_features().describe() + ")";
@@ -186,7 +187,9 @@ std::string native_gemm_unavailable_reason(Precision format) {
 #endif
 }
 
-bool native_gemm_available(Precision format) { return native_gemm_unavailable_reason(format).empty(); }
+bool native_gemm_available(Precision format) {
+  return native_gemm_unavailable_reason(format).empty();
+}
 
 void gemm(bool trans_a, bool trans_b, const GemmOperand& a, const GemmOperand& b, float beta,
           Matrix c) {

@@ -109,10 +109,14 @@ void Trainer::open_data() {
   if (!config_.data.stage.empty())
     run_agreed(all, log_, [&] {
       const std::string& dir = config_.data.stage;
-      config_.data.train = stage_to_node_local(config_.data.train, dir, all);
+      StagingReport train, test;
+      config_.data.train = stage_to_node_local(config_.data.train, dir, all, &train);
       if (!config_.data.test.empty())
-        config_.data.test = stage_to_node_local(config_.data.test, dir, all);
-      log_.info("data staged into " + expand_tmpdir(dir) + ": train " + config_.data.train +
+        config_.data.test = stage_to_node_local(config_.data.test, dir, all, &test);
+      log_.info("data staged into " + expand_tmpdir(dir) + " on " + std::to_string(train.nodes) +
+                " node(s), files copied " + std::to_string(train.copied + test.copied) +
+                ", reused " + std::to_string(train.reused + test.reused) + ": train " +
+                config_.data.train +
                 (config_.data.test.empty() ? "" : ", test " + config_.data.test));
     });
   // Every rank opens every shard (collective), so all agree on success.

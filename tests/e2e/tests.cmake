@@ -20,3 +20,8 @@ set_tests_properties(e2e.cnn_equivalence PROPERTIES FIXTURES_REQUIRED fashion_da
 trellis_add_e2e_test(NAME slurm_cluster SCRIPT ${E2E}/slurm_cluster.sh TIMEOUT 900)
 set_tests_properties(e2e.slurm_cluster PROPERTIES FIXTURES_REQUIRED fashion_data RUN_SERIAL TRUE
   SKIP_RETURN_CODE 77)
+# Several nodes in network namespaces on this machine (slurm/testcluster.sh; needs root, exits
+# 77 otherwise): multinode.sbatch across nodes, placement warnings, per-node staging, listeners.
+trellis_add_e2e_test(NAME slurm_multinode SCRIPT ${E2E}/slurm_multinode.sh TIMEOUT 900)
+set_tests_properties(e2e.slurm_multinode PROPERTIES FIXTURES_REQUIRED fashion_data
+  RUN_SERIAL TRUE SKIP_RETURN_CODE 77)

@@ -38,9 +38,18 @@ TEST_CASE("a staged file edited in place (same size) is staged again", "[data_mp
   }
   MPI_Barrier(MPI_COMM_WORLD);
 
-  const std::string staged = stage_to_node_local(source, (dir / "local").string(), MPI_COMM_WORLD);
+  StagingReport report;
+  const std::string staged =
+      stage_to_node_local(source, (dir / "local").string(), MPI_COMM_WORLD, &report);
   CHECK(staged == (dir / "local" / "train.h5").string());
   CHECK(read_all(staged) == contents);
+  // Every rank of this test shares one node: one copy, made by one rank.
+  CHECK(report.nodes == 1);
+  CHECK(report.copied == 1);
+  CHECK(report.reused == 0);
+  stage_to_node_local(source, (dir / "local").string(), MPI_COMM_WORLD, &report);
+  CHECK(report.copied == 0);
+  CHECK(report.reused == 1);
 
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {  // a stale or edited copy in a shared /tmp: same size, other bytes
@@ -49,8 +58,9 @@ TEST_CASE("a staged file edited in place (same size) is staged again", "[data_mp
     f << "STALE";
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  CHECK(stage_to_node_local(source, (dir / "local").string(), MPI_COMM_WORLD) == staged);
+  CHECK(stage_to_node_local(source, (dir / "local").string(), MPI_COMM_WORLD, &report) == staged);
   CHECK(read_all(staged) == contents);
+  CHECK(report.copied == 1);  // the stale copy was replaced
 
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) fs::remove_all(dir);

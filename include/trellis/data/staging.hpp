@@ -12,11 +12,19 @@
 
 namespace trellis {
 
+// What staging did, summed over the job (the same on every rank): nodes = ranks that copied
+// for their node (one per node), copied / reused = files copied anew / copies found current.
+struct StagingReport {
+  int nodes = 0, copied = 0, reused = 0;
+};
+
 // Collective over world. Returns the spec to open instead: <dir>/<file name> for a single
 // file, <dir>/<the glob's last path component> for a glob (it matches exactly the staged
 // shards). dir may start with $TMPDIR (${TMPDIR}), which is expanded (/tmp when unset).
 // Failures on any rank (no space, unreadable source) throw on every rank, naming the file.
-std::string stage_to_node_local(const std::string& spec, const std::string& dir, MPI_Comm world);
+// `report`, if given, receives the counts above.
+std::string stage_to_node_local(const std::string& spec, const std::string& dir, MPI_Comm world,
+                                StagingReport* report = nullptr);
 
 // "$TMPDIR/x" -> "<TMPDIR or /tmp>/x"; other paths unchanged.
 std::string expand_tmpdir(const std::string& dir);
