@@ -7,7 +7,8 @@
 //   [--seed S]
 //
 // Exit codes: 0 ok, 1 failure, 2 bad configuration or usage, 3 bad input data or weights,
-// 75 stopped early by a signal or time limit after writing a checkpoint (resubmit to resume).
+// 75 stopped early by a signal or time limit after writing a checkpoint (resubmit to resume),
+// 76 ended by the watchdog because other ranks were lost (their heartbeats stopped).
 #include "trellis/comm/device_binding.hpp"
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/error.hpp"

@@ -8,6 +8,7 @@
 #include "trellis/train/error_policy.hpp"
 #include "trellis/train/memory_estimate.hpp"
 #include "trellis/train/metrics_sinks.hpp"
+#include "trellis/train/peer_heartbeats.hpp"
 #include "trellis/train/progress.hpp"
 
 #include <algorithm>
@@ -89,6 +90,13 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
     metrics_->add_sink(std::make_unique<ConsoleSink>(
         log_, want_progress_bar(config_.monitor.progress.c_str(), grid_->rank())));
   });
+  if (config_.fault.timeout_s > 0)
+    run_agreed(all, log_, [&] {  // every rank creates the directory: no wait for rank 0's
+      const std::string dir = config_.run_dir + "/heartbeats";
+      std::filesystem::create_directories(dir);
+      watchdog_->attach(std::make_unique<PeerHeartbeats>(
+          dir, grid_->rank(), grid_->layout().world_size(), node_.hostname));
+    });
 #ifdef TRELLIS_ENABLE_CUDA
   if (!metrics_->gpu().available() && writer)
     log_.warn("GPU telemetry unavailable: " + metrics_->gpu().unavailable_reason());
@@ -177,7 +185,7 @@ ExitCode Trainer::run() {
 }
 
 void Trainer::checkpoint() {
-  watchdog_->beat("checkpoint");
+  watchdog_->beat("checkpoint", step());
   metrics_->before_message();
   Stopwatch watch;
   ReadingPaused paused(*train_data_);
@@ -212,7 +220,7 @@ ExitCode Trainer::train() {
        epoch < config_.train.epochs && step() < total_steps_ && !finished_early(); ++epoch) {
     for (std::int64_t s = step() % per_epoch;
          s < per_epoch && step() < total_steps_ && !finished_early(); ++s) {
-      watchdog_->beat("step");
+      watchdog_->beat("step", step());
       const StepRecord record = runner_->run(epoch, s);
       metrics_->step(record, runner_->skipped());
       if (test_data_ && config_.train.eval_interval > 0 &&

@@ -12,7 +12,16 @@ namespace trellis {
 
 // stopped_resumable (75, sysexits' EX_TEMPFAIL): the run stopped early on a signal or a time
 // limit after writing a checkpoint; resubmitting with --resume auto continues it.
-enum class ExitCode : int { ok = 0, failure = 1, usage = 2, bad_input = 3, stopped_resumable = 75 };
+// peer_lost (76): the watchdog ended this rank because other ranks' heartbeats stopped (a
+// lost node); the last periodic checkpoint resumes it once the job has nodes again.
+enum class ExitCode : int {
+  ok = 0,
+  failure = 1,
+  usage = 2,
+  bad_input = 3,
+  stopped_resumable = 75,
+  peer_lost = 76
+};
 
 class Error : public std::runtime_error {
  public:
