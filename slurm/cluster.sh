@@ -83,32 +83,13 @@ ClusterName=trellis
 SlurmctldHost=localhost
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
 StateSaveLocation=$STATE/state
 SlurmdSpoolDir=$STATE/spool
 SlurmctldPidFile=$STATE/slurmctld.pid
 SlurmdPidFile=$STATE/slurmd.pid
 SlurmctldLogFile=$STATE/log/slurmctld.log
 SlurmdLogFile=$STATE/log/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=$1
-JobRequeue=1
-ReturnToService=2
-SchedulerType=sched/backfill
-# fast turnaround for tests
-SchedulerParameters=sched_interval=1
-MinJobAge=300
-KillWait=10
-InactiveLimit=0
-MailProg=/bin/true
+$(test_cluster_conf "$1")
 $acct
 JobCompType=jobcomp/filetxt
 JobCompLoc=$STATE/log/jobcomp.txt

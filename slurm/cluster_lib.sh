@@ -90,3 +90,30 @@ stop_pid() {  # stop_pid NAME PIDFILE
   rm -f "$f"
 }
 
+
+# test_cluster_conf MPI_DEFAULT: the slurm.conf lines both test clusters share (root daemons,
+# munge, no cgroups: containers lack cgroup control, hence proctrack/linuxproc and task/none;
+# fast scheduling for tests; requeue allowed).
+test_cluster_conf() {
+  cat << EOF
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=$1
+JobRequeue=1
+ReturnToService=2
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1
+MinJobAge=300
+KillWait=10
+InactiveLimit=0
+MailProg=/bin/true
+EOF
+}

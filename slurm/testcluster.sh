@@ -73,33 +73,15 @@ ClusterName=trellistest
 SlurmctldHost=thead($SUBNET.1)
 SlurmctldPort=16817
 SlurmdPort=16818
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
 StateSaveLocation=$STATE/state
 SlurmdSpoolDir=$STATE/spool/%n
 SlurmctldPidFile=$STATE/slurmctld.pid
 SlurmdPidFile=$STATE/slurmd-%n.pid
 SlurmctldLogFile=$STATE/log/slurmctld.log
 SlurmdLogFile=$STATE/log/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=$2
-JobRequeue=1
-ReturnToService=2
-SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=1
-MinJobAge=300
-KillWait=10
-InactiveLimit=0
+$(test_cluster_conf "$2")
 # a node whose slurmd stops answering is DOWN after this many seconds
 SlurmdTimeout=30
-MailProg=/bin/true
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc=$STATE/log/jobcomp.txt

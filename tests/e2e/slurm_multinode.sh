@@ -15,27 +15,7 @@
 # Exit code 77 (skip) when not root (namespaces, munge).
 source "$(dirname "$0")/common.sh"
 py=$TRELLIS_PYTHON
-if [[ $(id -u) != 0 ]]; then
-  echo "SKIP: slurm/testcluster.sh needs root (network namespaces, munge key)"
-  exit 77
-fi
-[[ -f "$FASHION_DIR/train.h5" ]] || fail "no Fashion-MNIST data in \$TRELLIS_TEST_DATA/fashion-mnist"
-cluster="$TRELLIS_SRC/slurm/testcluster.sh"
-export TRELLIS_TESTCLUSTER_STATE=${TRELLIS_TESTCLUSTER_STATE:-/var/tmp/trellis-testcluster-e2e}
-# What the nodes must see of this machine's /tmp: this test's files, the build and the data.
-shared=$WORK
-for p in "$TRELLIS_SRC" "$(dirname "$TRELLIS_BIN")" "$TRELLIS_TEST_DATA"; do
-  [[ $p == /tmp/* ]] && shared+=":$p"
-done
-export TRELLIS_TESTCLUSTER_SHARED=$shared
-trap '"$cluster" stop > /dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
-"$cluster" stop > /dev/null 2>&1 || true  # what a killed earlier run left
-"$cluster" start 2
-export TRELLIS_BIN
-submit() { "$cluster" run "$@"; }  # clients run on the head node
-sub="$WORK/submit"
-mkdir -p "$sub"
-cd "$sub" || fail "cd $sub"
+source "$(dirname "$0")/testcluster_common.sh"
 
 mlp=(--data.train="$FASHION_DIR/train.h5" --data.test= --model.hidden=64,32,16
      --train.max_steps=20 --train.global_batch=16 --log.interval=1 --model.dropout=0.1
@@ -50,7 +30,7 @@ two_by_two=(--nodes=2 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 --
 multinode() {
   local job=$1 rc=0
   shift
-  TRELLIS_RUN_DIR="$WORK/$job" submit timeout 300 sbatch --wait "${two_by_two[@]}" \
+  TRELLIS_RUN_DIR="$WORK/$job" client timeout 300 sbatch --wait "${two_by_two[@]}" \
     -o "$WORK/$job.out" "$TRELLIS_SRC/slurm/multinode.sbatch" "$config" "${mlp[@]}" "$@" \
     > /dev/null || rc=$?
   [[ $rc == 0 ]] || fail "multinode.sbatch ($job) exited $rc: $(tail -15 "$WORK/$job.out")"
@@ -61,7 +41,7 @@ multinode tp2 --parallel.tp=2
 grep -q "2 nodes (tnode\[1-2\]), 4 tasks" "$WORK/tp2.out" || fail "not 4 tasks on 2 nodes: $(head -3 "$WORK/tp2.out")"
 grep -q "spans nodes" "$WORK/tp2.out" && fail "placement warning for tp=2 on nodes of 2 ranks"
 "$py" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 20 "$WORK/ref" "$WORK/tp2"
-submit srun "${two_by_two[@]}" "$TRELLIS_BIN" info > "$WORK/info.txt" 2>&1 \
+client srun "${two_by_two[@]}" "$TRELLIS_BIN" info > "$WORK/info.txt" 2>&1 \
   || fail "trellis info under srun failed: $(tail -5 "$WORK/info.txt")"
 grep -q "ranks: 4 on 2 node(s)" "$WORK/info.txt" || fail "info: $(grep ranks: "$WORK/info.txt")"
 for line in "rank    0  host tnode1 .* local rank 0/2" "rank    1  host tnode1 .* local rank 1/2" \

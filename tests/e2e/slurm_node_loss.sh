@@ -16,26 +16,7 @@
 # Exit code 77 (skip) when not root.
 source "$(dirname "$0")/common.sh"
 py=$TRELLIS_PYTHON
-if [[ $(id -u) != 0 ]]; then
-  echo "SKIP: slurm/testcluster.sh needs root (network namespaces, munge key)"
-  exit 77
-fi
-[[ -f "$FASHION_DIR/train.h5" ]] || fail "no Fashion-MNIST data in \$TRELLIS_TEST_DATA/fashion-mnist"
-cluster="$TRELLIS_SRC/slurm/testcluster.sh"
-export TRELLIS_TESTCLUSTER_STATE=${TRELLIS_TESTCLUSTER_STATE:-/var/tmp/trellis-testcluster-e2e}
-shared=$WORK
-for p in "$TRELLIS_SRC" "$(dirname "$TRELLIS_BIN")" "$TRELLIS_TEST_DATA"; do
-  [[ $p == /tmp/* ]] && shared+=":$p"
-done
-export TRELLIS_TESTCLUSTER_SHARED=$shared
-trap '"$cluster" stop > /dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
-"$cluster" stop > /dev/null 2>&1 || true
-"$cluster" start 2
-export TRELLIS_BIN
-client() { "$cluster" run "$@"; }
-sub="$WORK/submit"
-mkdir -p "$sub"
-cd "$sub" || fail "cd $sub"
+source "$(dirname "$0")/testcluster_common.sh"
 
 timeout_s=10
 args=("$TRELLIS_SRC/inputs/fashion_mlp.ini" --data.train="$FASHION_DIR/train.h5" --data.test=
