@@ -24,6 +24,7 @@
 #include "trellis/train/trainer.hpp"
 
 #include <mpi.h>
+#include <sys/stat.h>
 #include <Kokkos_Core.hpp>
 
 #include <cstdio>
@@ -194,6 +195,10 @@ int run(int argc, char** argv, int rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Runs, checkpoints and models hold a project's data and weights: files 0640 and
+  // directories 0750 at most (group-readable for a shared project directory, not world-
+  // readable on a shared cluster), whatever the job's umask allows; a stricter umask stays.
+  ::umask(::umask(0) | 027);
   // FUNNELED is all Trellis needs: every MPI call comes from the main thread (Kokkos' host
   // threads never call MPI, and the watchdog thread ends the process without MPI, see
   // train/watchdog.hpp). A library that gives less cannot run it correctly: say so and stop.

@@ -10,13 +10,17 @@
 #  3. Staging: data.stage into the nodes' own /tmp copies the data once per node (2 copies,
 #     counted by Trellis), each node holds its copy, the shared /tmp none; a second job reuses
 #     both copies.
-#  4. Listening sockets: nothing of the cluster's listens in the host's namespace, and in each
+#  4. Files: under umask 022 everything Trellis writes is 0640 / 0750 or tighter.
+#  5. Figures, not checks: step time and exposed communication across the nodes, overlap on
+#     and off, with the bridge at full speed and rate-limited (tc tbf).
+#  6. Listening sockets: nothing of the cluster's listens in the host's namespace, and in each
 #     node namespace only on the cluster's interface or loopback (`ss -ltnp`).
 # Exit code 77 (skip) when not root (namespaces, munge).
 source "$(dirname "$0")/common.sh"
 py=$TRELLIS_PYTHON
 source "$(dirname "$0")/testcluster_common.sh"
 
+umask 022
 mlp=(--data.train="$FASHION_DIR/train.h5" --data.test= --model.hidden=64,32,16
      --train.max_steps=20 --train.global_batch=16 --log.interval=1 --model.dropout=0.1
      --optim.clip_norm=0.5 --sched.warmup_steps=5)
@@ -49,6 +53,11 @@ for line in "rank    0  host tnode1 .* local rank 0/2" "rank    1  host tnode1 .
   grep -q "$line" "$WORK/info.txt" || fail "info has no '$line': $(grep rank "$WORK/info.txt")"
 done
 echo "2 nodes x 2 ranks, tp=2 x dp=2: losses equal the single-rank run; info shows tnode1, tnode2"
+# Under the usual umask 022 (the job's: sbatch passes it on), what Trellis wrote is 0640 /
+# 0750 at most: nothing group-writable or readable by others.
+loose=$(find "$WORK/tp2" -perm /027 -printf '%m %p\n')
+[[ -z $loose ]] || fail "files or directories with group-write or other permissions: $loose"
+echo "run.dir: $(find "$WORK/tp2" -type f | wc -l) files, all 0640 or tighter; directories 0750 or tighter"
 
 # 2. A tensor-parallel group across the two nodes.
 multinode tp4 --parallel.tp=4
@@ -76,7 +85,42 @@ grep -q "data staged into $stage on 2 node(s), files copied 0, reused 2" "$WORK/
   || fail "the second job did not reuse the nodes' copies: $(grep -i stag "$WORK/staged-again.out")"
 echo "staging: one copy per node (2), reused by the next job"
 
-# 4. Where the cluster listens.
+# 5 (reported, not asserted). A slower network: the nodes' bridge ports rate-limited with tbf
+# (this kernel has no sch_netem, so no delay is added). dp = 2 across the nodes, one rank each,
+# the MLP 784-1024-1024-10 (7.2 MB of gradients per step, 2 buckets of 4 MiB): step time and
+# the communication that overlap did not hide, per step, with and without overlap.
+one_per_node=(--nodes=2 --ntasks-per-node=1 --gpus-per-node=0 --cpus-per-task=1 --time=10)
+wide=(--data.train="$FASHION_DIR/train.h5" --data.test= --model.hidden=1024,1024
+      --train.max_steps=30 --train.global_batch=256 --log.interval=10 --parallel.bucket_mb=4)
+limit() {
+  local i
+  for i in 1 2; do
+    if [[ $1 == none ]]; then
+      tc qdisc del dev "trellis-v$i" root 2> /dev/null || true
+    else
+      tc qdisc replace dev "trellis-v$i" root tbf rate "$1" burst 256kb latency 200ms \
+        || fail "tc tbf on trellis-v$i failed"
+    fi
+  done
+}
+printf "%-10s %-8s %10s %18s\n" "bridge" "overlap" "step ms" "exposed comm ms" | tee "$WORK/network.txt"
+for rate in none 1gbit 200mbit; do
+  limit "$rate"
+  for overlap in true false; do
+    job="net-$rate-$overlap"
+    TRELLIS_RUN_DIR="$WORK/$job" client timeout 300 sbatch --wait "${one_per_node[@]}" \
+      -o "$WORK/$job.out" "$TRELLIS_SRC/slurm/multinode.sbatch" "$config" "${wide[@]}" \
+      --parallel.overlap=$overlap > /dev/null || fail "$job failed: $(tail -5 "$WORK/$job.out")"
+    "$py" - "$WORK/$job/summary.json" "$rate" "$overlap" << 'PY' | tee -a "$WORK/network.txt"
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(f"{sys.argv[2]:<10} {sys.argv[3]:<8} {1e3 * s['step_time_s']:10.1f} {1e3 * s['comm_time_s']:18.1f}")
+PY
+  done
+done
+limit none
+
+# 6. Where the cluster listens.
 ss -ltnp > "$WORK/ss-host.txt"
 grep -E 'slurmctld|slurmd|trellis' "$WORK/ss-host.txt" && fail "a cluster daemon listens in the host namespace"
 subnet=${TRELLIS_TESTCLUSTER_SUBNET:-10.213.0}
