@@ -18,6 +18,8 @@
 # TRELLIS_TESTCLUSTER_SHARED (colon-separated) at start. Only this cluster's addresses are
 # used: $SUBNET.1 (head) and $SUBNET.11.. (nodes), on the bridge trellis-br0; nothing listens
 # outside the namespaces. Open MPI must keep to that interface: `eval "$(... env)"`.
+# Partitions: debug (default, every node), and a hybrid cluster's two sides, onprem (the
+# first half of the nodes, preferred) and cloud (the rest).
 #
 # Needs root (namespaces, munge key), iproute2 and slurm-wlm/munge (installed if missing).
 # No accounting (slurmdbd): sacct has nothing to show on this cluster.
@@ -90,6 +92,13 @@ EOF
       echo "NodeName=tnode$i NodeAddr=$(node_addr "$i") NodeHostname=tnode$i CPUs=$cpus RealMemory=$mem State=UNKNOWN"
     done
     echo "PartitionName=debug Default=YES Nodes=tnode[1-$n] MaxTime=INFINITE State=UP"
+    # A hybrid cluster's two sides, for burst tests: the first half of the nodes "onprem"
+    # (preferred: PriorityTier), the rest "cloud"; `sbatch --partition=onprem,cloud`.
+    if ((n >= 2)); then
+      local half=$(((n + 1) / 2))
+      echo "PartitionName=onprem Nodes=tnode[1-$half] PriorityTier=2 MaxTime=INFINITE State=UP"
+      echo "PartitionName=cloud Nodes=tnode[$((half + 1))-$n] PriorityTier=1 MaxTime=INFINITE State=UP"
+    fi
   } > "$CONF"
 }
 
@@ -118,7 +127,7 @@ start_slurmd() {
 wait_idle() {  # wait_idle NODES
   local i idle=0
   for ((i = 0; i < START_TIMEOUT * 2; i++)); do
-    idle=$(run_client sinfo -h -N -o %T 2> /dev/null | grep -cE '^(idle|mixed|allocated)$' || true)
+    idle=$(run_client sinfo -h -N -p debug -o %T 2> /dev/null | grep -cE '^(idle|mixed|allocated)$' || true)
     ((idle == $1)) && return 0
     sleep 0.5
   done
@@ -162,7 +171,7 @@ start() {
     > "$STATE/log/slurmctld.out" 2>&1 || { show_logs; die "slurmctld failed to start"; }
   for ((i = 1; i <= n; i++)); do start_slurmd "$i"; done
   wait_idle "$n"
-  log "up: $n nodes ($(run_client sinfo -h -o '%D %T %c cpus')), MpiDefault=$mpi, state $STATE"
+  log "up: $n nodes ($(run_client sinfo -h -p debug -o '%D %T %c cpus')), MpiDefault=$mpi, state $STATE"
 }
 
 # kill_ns NS: every process left in namespace NS (job steps, ranks), then the namespace.

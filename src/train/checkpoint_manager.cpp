@@ -155,7 +155,8 @@ std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_step
     info.counters["loss_scale_overflows"] = scaler.state().overflows;
   }
   return write_checkpoint(config_.derived.checkpoint_dir, all, info,
-                          static_cast<int>(config_.ckpt.keep), grid_.world().get());
+                          static_cast<int>(config_.ckpt.keep), grid_.world().get(), Hdf5Tuning{},
+                          faults_.checkpoint_write_hook(step));
 }
 
 void CheckpointManager::restore_loss_scaler(const CheckpointInfo& info) {

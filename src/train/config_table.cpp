@@ -25,8 +25,8 @@ ConfigEntry make_entry(const char* name, const char* default_value, const char* 
 // fault.inject = rank:step:kind (or empty: none). The rank is checked against the world by
 // TrainConfig::check_against_world().
 FieldBinding fault_injection(const char* key) {
-  static const std::vector<const char*> kinds = {"throw", "hang", "nan", "signal",
-                                                 "kill_in_checkpoint"};
+  static const std::vector<const char*> kinds = {
+      "throw", "hang", "nan", "signal", "kill_in_checkpoint", "freeze_in_checkpoint"};
   FieldBinding b;
   b.allowed =
       "empty, or rank:step:kind with rank >= 0, step >= 1, kind one of " + choice_list(kinds);
@@ -347,7 +347,8 @@ const std::vector<ConfigEntry>& config_table() {
           FIELD(fault.max_skips), 1),
       make_entry("fault.inject", "",
                  "testing aid: rank:step:kind, kind throw | hang | nan | signal (SIGUSR1 to "
-                 "itself) | kill_in_checkpoint (SIGKILL during the checkpoint after that step)",
+                 "itself) | kill_in_checkpoint (SIGKILL during the checkpoint after that step) | "
+                 "freeze_in_checkpoint (SIGSTOP after its first tensor is written)",
                  fault_injection("fault.inject")),
       KEY("log.interval", "50", "log every this many optimizer steps", integer, FIELD(log_interval),
           1),

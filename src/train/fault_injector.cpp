@@ -37,4 +37,16 @@ void FaultInjector::in_checkpoint(std::int64_t step) const {
   std::raise(SIGKILL);
 }
 
+TensorWriteHook FaultInjector::checkpoint_write_hook(std::int64_t step) const {
+  if (config_.inject_kind != "freeze_in_checkpoint" || config_.inject_rank != rank_ ||
+      step < config_.inject_step)
+    return {};
+  return [log = log_, rank = rank_](std::size_t index, const std::string& name) {
+    if (index != 0) return;
+    log.warn("fault.inject: rank " + std::to_string(rank) + " freezes (SIGSTOP) after writing '" +
+             name + "' of the checkpoint");
+    std::raise(SIGSTOP);
+  };
+}
+
 }  // namespace trellis

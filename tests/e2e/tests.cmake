@@ -25,8 +25,8 @@ set_tests_properties(e2e.slurm_cluster PROPERTIES FIXTURES_REQUIRED fashion_data
 trellis_add_e2e_test(NAME slurm_multinode SCRIPT ${E2E}/slurm_multinode.sh TIMEOUT 900)
 set_tests_properties(e2e.slurm_multinode PROPERTIES FIXTURES_REQUIRED fashion_data
   RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
-# A node of that cluster killed mid-step: survivors name the lost ranks, Slurm requeues, the
-# job resumes on the node left with another layout.
+# Nodes of that cluster killed mid-step and mid-checkpoint: survivors name the lost ranks,
+# Slurm requeues, the job resumes on the nodes left, the last on another layout.
 trellis_add_e2e_test(NAME slurm_node_loss SCRIPT ${E2E}/slurm_node_loss.sh TIMEOUT 900)
 set_tests_properties(e2e.slurm_node_loss PROPERTIES FIXTURES_REQUIRED fashion_data
   RUN_SERIAL TRUE SKIP_RETURN_CODE 77)

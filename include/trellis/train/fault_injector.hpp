@@ -4,10 +4,15 @@
 //   hang                the rank stops making progress (the watchdog must end the job)
 //   nan                 the step's loss scale becomes NaN (non-finite skip/abort policy)
 //   signal              SIGUSR1 to itself (a preemption notice, as from Slurm)
-//   kill_in_checkpoint  SIGKILL while writing the first checkpoint at or after the step
+//   kill_in_checkpoint  SIGKILL when the first checkpoint at or after the step begins
+//   freeze_in_checkpoint  SIGSTOP right after writing the first tensor of that checkpoint:
+//                         the whole process (heartbeat thread included) stops, as on a node
+//                         that hangs or loses its network mid-write; the peers' watchdogs
+//                         must end the job and the partial step-N.tmp must be ignored
 #pragma once
 
 #include "trellis/core/log.hpp"
+#include "trellis/train/tensor_file.hpp"
 #include "trellis/train/train_config.hpp"
 
 #include <cstdint>
@@ -25,6 +30,8 @@ class FaultInjector {
   bool poison_step(std::int64_t step) const { return due("nan", step); }
   // While writing the checkpoint of step `step`: SIGKILL this process when asked.
   void in_checkpoint(std::int64_t step) const;
+  // The write hook for the checkpoint of step `step` (empty when no fault is due in it).
+  TensorWriteHook checkpoint_write_hook(std::int64_t step) const;
 
  private:
   bool due(const char* kind, std::int64_t step) const;

@@ -84,7 +84,8 @@ struct FaultConfig {
   std::int64_t max_skips = 0;   // consecutive skipped steps before giving up
   int inject_rank = -1;         // fault.inject = rank:step:kind (testing aid); -1 = none
   std::int64_t inject_step = 0;
-  std::string inject_kind;  // throw | hang | nan | signal | kill_in_checkpoint
+  // throw | hang | nan | signal | kill_in_checkpoint | freeze_in_checkpoint
+  std::string inject_kind;
 };
 
 // optim.*: the optimizer's own hyperparameters plus the two the trainer applies.
