@@ -2,6 +2,7 @@
 //
 //   trellis train --config FILE [--section.key=value ...]
 //   trellis eval  --weights FILE --data FILE [--batch N]
+//   trellis export --weights FILE --out FILE --prune
 //   trellis info  [--config FILE] [--section.key=value ...]
 //   trellis generate --weights FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
 //   [--seed S]
@@ -18,6 +19,7 @@
 #include "trellis/train/build_info.hpp"
 #include "trellis/train/error_policy.hpp"
 #include "trellis/train/evaluate.hpp"
+#include "trellis/train/export.hpp"
 #include "trellis/train/generate.hpp"
 #include "trellis/train/stop_control.hpp"
 #include "trellis/train/train_config.hpp"
@@ -42,6 +44,8 @@ const char* kUsage =
     "                                                   train a model (see `trellis train "
     "--help`)\n"
     "  eval  --weights FILE --data FILE [--batch N]     evaluate saved weights on a dataset\n"
+    "  export --weights FILE --out FILE --prune        write a structurally pruned model without\n"
+    "                                                   its pruned neurons/channels\n"
     "  info  [--config FILE] [--section.key=value ...]  build, backends, ranks and devices\n"
     "  generate --weights FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed "
     "S]\n"
@@ -55,6 +59,7 @@ struct CommandLine {
   long batch = 1000;
   bool help = false;
   GenerateOptions generate;
+  ExportOptions exported;
 };
 
 // Splits "--name value" / "--name=value" for the few options each command owns; every other
@@ -68,7 +73,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     return cl;
   }
   if (cl.command != "train" && cl.command != "eval" && cl.command != "info" &&
-      cl.command != "generate")
+      cl.command != "generate" && cl.command != "export")
     throw ConfigError("unknown command '" + cl.command + "'\n" + kUsage);
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
@@ -92,6 +97,14 @@ CommandLine parse_command_line(int argc, char** argv) {
       cl.batch = std::stol(take_value("--batch"));
     else if (cl.command == "eval")
       throw ConfigError("unknown eval option '" + arg + "'\n" + kUsage);
+    else if (cl.command == "export" && is("--weights"))
+      cl.exported.weights = take_value("--weights");
+    else if (cl.command == "export" && is("--out"))
+      cl.exported.out = take_value("--out");
+    else if (cl.command == "export" && arg == "--prune")
+      cl.exported.prune = true;
+    else if (cl.command == "export")
+      throw ConfigError("unknown export option '" + arg + "'\n" + kUsage);
     else if (cl.command == "generate" && is("--weights"))
       cl.generate.weights = take_value("--weights");
     else if (cl.command == "generate" && is("--prompt"))
@@ -115,6 +128,9 @@ CommandLine parse_command_line(int argc, char** argv) {
   if (cl.command == "eval" && !cl.help && (cl.weights.empty() || cl.data.empty()))
     throw ConfigError("eval needs --weights FILE and --data FILE\n" + std::string(kUsage));
   if (cl.command == "eval" && cl.batch < 1) throw ConfigError("eval --batch must be >= 1");
+  if (cl.command == "export" && !cl.help &&
+      (cl.exported.weights.empty() || cl.exported.out.empty()))
+    throw ConfigError("export needs --weights FILE and --out FILE\n" + std::string(kUsage));
   if (cl.command == "generate" && !cl.help && cl.generate.weights.empty())
     throw ConfigError("generate needs --weights FILE\n" + std::string(kUsage));
   if (cl.command == "generate" &&
@@ -169,6 +185,10 @@ int run(int argc, char** argv, int rank) {
   const Logger log(rank);
   if (cl.command == "generate") {
     generate_command(MPI_COMM_WORLD, cl.generate, log);
+    return 0;
+  }
+  if (cl.command == "export") {
+    export_command(MPI_COMM_WORLD, cl.exported, log);
     return 0;
   }
   if (cl.command == "eval") {

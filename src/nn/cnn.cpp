@@ -32,6 +32,15 @@ void validate(const CnnSpec& spec) {
     throw ConfigError("model.blocks: blocks per stage is " + std::to_string(spec.blocks_per_stage) +
                       ", must be at least 1");
   }
+  const std::size_t blocks = spec.widths.size() * static_cast<std::size_t>(spec.blocks_per_stage);
+  if (!spec.block_widths.empty() && spec.block_widths.size() != blocks)
+    throw ConfigError("model.block_widths: " + std::to_string(spec.block_widths.size()) +
+                      " inner widths given, the cnn has " + std::to_string(blocks) +
+                      " blocks (model.widths x model.blocks); leave it empty for full widths");
+  for (std::size_t i = 0; i < spec.block_widths.size(); ++i)
+    if (spec.block_widths[i] <= 0)
+      throw ConfigError("model.block_widths: block " + std::to_string(i + 1) + " inner width is " +
+                        std::to_string(spec.block_widths[i]) + ", must be positive");
 }
 
 Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
@@ -65,8 +74,11 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
       const int stride = (s > 0 && b == 0) ? 2 : 1;
       const std::string name =
           prefix + "stage" + std::to_string(s + 1) + ".block" + std::to_string(b + 1);
+      const std::size_t index = block_names_.size();
+      const int mid = spec.block_widths.empty() ? spec.widths[s] : spec.block_widths[index];
       auto block = std::make_unique<BasicBlock>(store, name, channels, spec.widths[s], stride,
-                                                height, width, cap, sync, spec.conv_impl);
+                                                height, width, cap, sync, spec.conv_impl, mid);
+      block_names_.push_back(name);
       for (const BatchNorm2d* norm : block->batchnorms()) batchnorms_.push_back(norm);
       channels = block->out_channels();
       height = block->out_height();
@@ -99,8 +111,26 @@ std::string Cnn::describe() const {
   }
   text += " x" + std::to_string(spec_.blocks_per_stage) + " (" + std::to_string(spec_.height) +
           "x" + std::to_string(spec_.width) + "x" + std::to_string(spec_.channels) + ")";
+  if (!spec_.block_widths.empty()) {
+    text += " inner";
+    for (std::size_t i = 0; i < spec_.block_widths.size(); ++i)
+      text += (i ? "-" : " ") + std::to_string(spec_.block_widths[i]);
+  }
   if (spec_.sync_bn && spec_.dp != nullptr) text += " sync-bn";
   return text;
+}
+
+std::vector<PrunableUnits> Cnn::prunable_units() const {
+  std::vector<PrunableUnits> units;
+  for (const std::string& block : block_names_) {
+    PrunableUnits u;
+    u.weight = block + ".conv1.weight";
+    u.followers = {block + ".bn1.weight", block + ".bn1.bias"};
+    u.follower_buffers = {block + ".bn1.running_mean", block + ".bn1.running_var"};
+    u.consumer = block + ".conv2.weight";
+    units.push_back(std::move(u));
+  }
+  return units;
 }
 
 std::vector<NamedBuffer> Cnn::buffers() const {

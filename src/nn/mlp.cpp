@@ -5,6 +5,8 @@
 #include "trellis/nn/dropout.hpp"
 #include "trellis/nn/linear.hpp"
 
+#include <algorithm>
+
 namespace trellis::nn {
 
 void validate(const MlpSpec& spec) {
@@ -44,7 +46,7 @@ std::vector<double> mlp_unit_costs(const MlpSpec& spec) {
 }
 
 Mlp::Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix)
-    : spec_(spec), layers_(store) {
+    : spec_(spec), prefix_(prefix), layers_(store) {
   validate(spec);
   first_unit_ = spec.stage.first_unit;
   end_unit_ = spec.stage.end_unit < 0 ? num_units(spec) : spec.stage.end_unit;
@@ -96,6 +98,22 @@ ConstMatrix Mlp::input_grad() const {
   if (first_stage() && !spec_.input_grad)
     throw Error("mlp: input_grad() of a first stage built without MlpSpec::input_grad");
   return layers_[0].input_grad();
+}
+
+std::vector<PrunableUnits> Mlp::prunable_units() const {
+  std::vector<PrunableUnits> units;
+  const int hidden = static_cast<int>(spec_.hidden.size());
+  for (int unit = first_unit_; unit < std::min(end_unit_, hidden); ++unit) {
+    const std::string fc = prefix_ + "fc" + std::to_string(unit + 1);
+    PrunableUnits u;
+    u.weight = fc + ".weight";
+    u.followers = {fc + ".bias"};
+    if (unit + 1 < end_unit_)
+      u.consumer = unit + 1 < hidden ? prefix_ + "fc" + std::to_string(unit + 2) + ".weight"
+                                     : prefix_ + "head.weight";
+    units.push_back(std::move(u));
+  }
+  return units;
 }
 
 std::int64_t Mlp::flops_per_sample() const { return layers_.flops_per_sample(); }

@@ -39,18 +39,19 @@ int block_out_features(const std::string& name, int in_channels, int out_channel
 
 BasicBlock::BasicBlock(ParameterStore& store, const std::string& name, int in_channels,
                        int out_channels, int stride, int height, int width, int capacity,
-                       const MpiComm* sync, ConvImpl conv_impl)
+                       const MpiComm* sync, ConvImpl conv_impl, int mid_channels)
     : Layer(name, in_channels * height * width,
             block_out_features(name, in_channels, out_channels, stride, height, width), capacity) {
+  if (mid_channels <= 0) mid_channels = out_channels;
   conv1_ = std::make_unique<Conv2d>(
       store, name + ".conv1",
-      conv_spec(in_channels, out_channels, 3, stride, 1, height, width, conv_impl), capacity);
+      conv_spec(in_channels, mid_channels, 3, stride, 1, height, width, conv_impl), capacity);
   const int ho = conv1_->out_height(), wo = conv1_->out_width();
-  bn1_ = std::make_unique<BatchNorm2d>(store, name + ".bn1", out_channels, ho, wo, capacity, 0.1f,
+  bn1_ = std::make_unique<BatchNorm2d>(store, name + ".bn1", mid_channels, ho, wo, capacity, 0.1f,
                                        1e-5f, sync);
-  relu1_ = std::make_unique<Relu>(name + ".relu1", out_features(), capacity);
+  relu1_ = std::make_unique<Relu>(name + ".relu1", mid_channels * ho * wo, capacity);
   conv2_ = std::make_unique<Conv2d>(
-      store, name + ".conv2", conv_spec(out_channels, out_channels, 3, 1, 1, ho, wo, conv_impl),
+      store, name + ".conv2", conv_spec(mid_channels, out_channels, 3, 1, 1, ho, wo, conv_impl),
       capacity);
   bn2_ = std::make_unique<BatchNorm2d>(store, name + ".bn2", out_channels, ho, wo, capacity, 0.1f,
                                        1e-5f, sync);

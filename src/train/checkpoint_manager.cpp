@@ -31,8 +31,8 @@ void check_compatible(const std::string& dir, const TrainConfig& stored,
 
 CheckpointManager::CheckpointManager(const TrainConfig& config, const ProcessGrid& grid,
                                      TrainingModel& model, const FaultInjector& faults,
-                                     const Logger& log)
-    : config_(config), grid_(grid), model_(model), faults_(faults), log_(log) {}
+                                     Pruner& pruner, const Logger& log)
+    : config_(config), grid_(grid), model_(model), faults_(faults), pruner_(pruner), log_(log) {}
 
 std::vector<TensorPiece> CheckpointManager::pieces(bool with_optimizer) const {
   const GridCoords& at = grid_.coords();
@@ -130,6 +130,7 @@ std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_step
     model_.sync().powersgd()->save_state(piece.local);
     all.push_back(std::move(piece));
   }
+  for (TensorPiece& piece : pruner_.mask_pieces()) all.push_back(std::move(piece));
   CheckpointInfo info;
   info.step = step;
   info.config_ini = config_.to_ini();
@@ -137,6 +138,7 @@ std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_step
   info.counters["global_batch"] = config_.train.global_batch;
   info.counters["optimizer_steps"] = model_.optimizer().step_count();
   info.counters["skipped_steps"] = skipped_steps;
+  if (pruner_.enabled()) info.counters["prune_masks"] = pruner_.checkpoint_kind();
   if (model_.sync().powersgd() != nullptr) {  // the layout its per-rank state belongs to
     info.counters["powersgd_world"] = grid_.world().size();
     info.counters["powersgd_tp"] = config_.parallel.tp;
@@ -187,6 +189,16 @@ void CheckpointManager::load(const std::string& dir, const CheckpointInfo& info)
   const bool powersgd = powersgd_state_fits(info);
   if (powersgd)
     for (TensorPiece& piece : powersgd_pieces()) all.push_back(std::move(piece));
+  // Masks of a run pruned the same way (a run that starts pruning from a dense checkpoint, or
+  // changes prune.method, starts with none pruned; one that stops pruning trains the zeros it
+  // has from there on).
+  const auto stored_masks = info.counters.find("prune_masks");
+  const bool masks = pruner_.enabled() && stored_masks != info.counters.end() &&
+                     stored_masks->second == pruner_.checkpoint_kind();
+  if (pruner_.enabled() && stored_masks != info.counters.end() && !masks)
+    log_.warn(dir + ": its pruning masks are of another prune.method; this run starts its own");
+  if (masks)
+    for (TensorPiece& piece : pruner_.mask_pieces()) all.push_back(std::move(piece));
   read_checkpoint(dir, all, world);
   if (powersgd) {
     model_.sync().powersgd()->load_state(powersgd_staging_);
@@ -197,6 +209,7 @@ void CheckpointManager::load(const std::string& dir, const CheckpointInfo& info)
   }
   // ZeRO-1: the master copy of this rank's parameters (the state was read into the shard).
   model_.sync().load_shard_from_params();
+  if (masks) pruner_.masks_loaded();
 }
 
 std::optional<ResumePoint> CheckpointManager::resume_if_asked() {

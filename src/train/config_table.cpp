@@ -116,6 +116,10 @@ const std::vector<ConfigEntry>& config_table() {
           "cnn: channels of each stage (stages after the first halve H and W)", int_list,
           FIELD(model.widths), 1, 1 << 24),
       KEY("model.blocks", "1", "cnn: residual blocks per stage", integer, FIELD(model.blocks), 1),
+      KEY("model.block_widths", "",
+          "cnn: inner width (first convolution's channels) of every block, stage by stage; "
+          "empty = the stage widths (set by `trellis export --prune`)",
+          int_list, FIELD(model.block_widths), 1, 1 << 24),
       KEY("model.sync_bn", "true", "cnn: BatchNorm statistics over all data-parallel ranks",
           boolean, FIELD(model.sync_bn)),
       KEY("model.n_layer", "4", "gpt: transformer blocks", integer, FIELD(model.n_layer), 1),
@@ -350,6 +354,27 @@ const std::vector<ConfigEntry>& config_table() {
                  "itself) | kill_in_checkpoint (SIGKILL during the checkpoint after that step) | "
                  "freeze_in_checkpoint (SIGSTOP after its first tensor is written)",
                  fault_injection("fault.inject")),
+      KEY("prune.method", "none",
+          "none | magnitude (gradual magnitude pruning of the Linear and Conv weights while "
+          "training, Zhu & Gupta's cubic schedule) | structured (whole neurons of the MLP's "
+          "hidden layers, inner channels of the CNN's blocks with their BatchNorm, by L2 norm, "
+          "same schedule; `trellis export --prune` then removes them)",
+          choice, FIELD(prune.method), {"none", "magnitude", "structured"}),
+      KEY("prune.scope", "layer",
+          "layer (each weight tensor pruned to the target sparsity) | global (one magnitude "
+          "threshold over all of them; magnitude only)",
+          choice, FIELD(prune.scope), {"layer", "global"}),
+      KEY("prune.initial_sparsity", "0", "sparsity at prune.start_step", real,
+          FIELD(prune.initial_sparsity), 0.0, 0.999),
+      KEY("prune.final_sparsity", "0.5", "sparsity from prune.end_step on", real,
+          FIELD(prune.final_sparsity), 0.0, 0.999),
+      KEY("prune.start_step", "1", "first step after which weights are pruned", integer,
+          FIELD(prune.start_step), 1),
+      KEY("prune.end_step", "0",
+          "step at which the final sparsity is reached; 0 = the run's last step", integer,
+          FIELD(prune.end_step), 0),
+      KEY("prune.frequency", "100", "recompute the masks every this many steps", integer,
+          FIELD(prune.frequency), 1),
       KEY("log.interval", "50", "log every this many optimizer steps", integer, FIELD(log_interval),
           1),
   };

@@ -42,6 +42,12 @@ void ConsoleSink::checkpoint(const CheckpointReport& r) {
             format_text(" (step %.0f, %.2f s)", static_cast<double>(r.step), r.seconds));
 }
 
+void ConsoleSink::sparsity(const SparsityReport& r) {
+  bar_.clear();
+  log_.info(format_text("prune: step %.0f, sparsity %.2f%% of the pruned weights (target %.2f%%)",
+                        static_cast<double>(r.step), 100.0 * r.sparsity, 100.0 * r.target));
+}
+
 void ConsoleSink::summary(const RunSummary& r) {
   bar_.clear();
   const StepTimes& t = r.per_step;

@@ -69,4 +69,10 @@ JsonLine& JsonLine::add(const std::string& name, bool value) {
   return *this;
 }
 
+JsonLine& JsonLine::add_object(const std::string& name, const JsonLine& value) {
+  key(name);
+  body_ += value.str();
+  return *this;
+}
+
 }  // namespace trellis

@@ -2,6 +2,7 @@
 #include "trellis/train/json_line.hpp"
 #include "trellis/train/metrics_sinks.hpp"
 
+#include <algorithm>
 #include <fstream>
 
 namespace trellis {
@@ -70,6 +71,18 @@ void JsonlSink::evaluation(const EvalReport& r) {
 
 void JsonlSink::checkpoint(const CheckpointReport& r) {
   log_.write(JsonLine().add("step", r.step).add("checkpoint_time_s", r.seconds));
+}
+
+void JsonlSink::sparsity(const SparsityReport& r) {
+  JsonLine layers;
+  for (const LayerSparsity& layer : r.layers)
+    layers.add(layer.name, static_cast<double>(layer.pruned) /
+                               static_cast<double>(std::max<std::int64_t>(layer.elements, 1)));
+  log_.write(JsonLine()
+                 .add("step", r.step)
+                 .add("sparsity_target", r.target)
+                 .add("sparsity", r.sparsity)
+                 .add_object("sparsity_per_layer", layers));
 }
 
 void JsonlSink::summary(const RunSummary& r) {

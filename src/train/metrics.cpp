@@ -112,6 +112,10 @@ void Metrics::checkpoint(const CheckpointReport& report) {
   for (auto& sink : sinks_) sink->checkpoint(report);
 }
 
+void Metrics::sparsity(const SparsityReport& report) {
+  for (auto& sink : sinks_) sink->sparsity(report);
+}
+
 void Metrics::before_message() {
   for (auto& sink : sinks_) sink->before_message();
 }

@@ -56,6 +56,7 @@ std::unique_ptr<nn::Model> build_cnn(const ModelConfig& model, const DataShape& 
   spec.classes = data.classes;
   spec.widths = model.widths;
   spec.blocks_per_stage = model.blocks;
+  spec.block_widths = model.block_widths;
   spec.sync_bn = model.sync_bn && dp != nullptr;
   spec.conv_impl = nn::parse_conv_impl(model.conv_impl);
   spec.dp = dp;

@@ -55,13 +55,14 @@ class StepBatches : public MicroBatchProvider {
 
 StepRunner::StepRunner(const TrainConfig& config, const ProcessGrid& grid, TrainingModel& model,
                        TrainSource& data, BatchBuffers& buffers, const FaultInjector& faults,
-                       const Logger& log)
+                       Pruner& pruner, const Logger& log)
     : config_(config),
       grid_(grid),
       model_(model),
       data_(data),
       buffers_(buffers),
       faults_(faults),
+      pruner_(pruner),
       log_(log) {}
 
 StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
@@ -132,6 +133,7 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
   // stages, and over dp when ZeRO-1 left each dp rank a shard (otherwise the reduced
   // gradients are equal over dp).
   const FloatView grads = sync.update_grads();
+  pruner_.mask_gradients(grads);  // pruned weights get no gradient, nor a share of the norm
   double sum_of_squares = model_.norm_mask().sum_of_squares(grads);
   TRELLIS_MPI(
       MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_.tp().get()));
@@ -156,6 +158,11 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
   }
   record.overflow_steps = scaler.state().overflows;
   if (nonfinite) {
+    // The masks follow the schedule even when its step is skipped (the end step included).
+    if (pruner_.after_step(completed_)) {
+      record.masks_changed = true;
+      model_.parameters_changed(completed_);
+    }
     times.optimizer += phase.seconds();
     times.total = whole.seconds();
     return record;
@@ -166,11 +173,13 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
   float multiplier = clip_coefficient(record.grad_norm, config_.optim.clip_norm);
   if (scaler.enabled()) multiplier *= 1.0f / record.loss_scale;
   model_.optimizer().step(sync.update_params(), grads, record.lr, multiplier);
+  pruner_.mask_update_params(sync.update_params());
   times.optimizer += phase.fenced_seconds();
   phase.restart();
   sync.finish_update();  // ZeRO-1: all-gather the updated shards
   times.comm += phase.seconds();
   phase.restart();
+  record.masks_changed = pruner_.after_step(completed_);
   model_.parameters_changed(completed_);  // the 16-bit compute copy, with autocast
   times.optimizer += phase.fenced_seconds();
   times.total = whole.seconds();

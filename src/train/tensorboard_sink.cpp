@@ -1,6 +1,7 @@
 #include "trellis/core/error.hpp"
 #include "trellis/train/metrics_sinks.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -94,6 +95,16 @@ void TensorBoardSink::interval(const IntervalReport& r) {
 void TensorBoardSink::evaluation(const EvalReport& r) {
   writer_.add_scalar("eval/loss", r.result.loss, r.step);
   writer_.add_scalar("eval/accuracy", r.result.accuracy, r.step);
+  writer_.flush();
+}
+
+void TensorBoardSink::sparsity(const SparsityReport& r) {
+  writer_.add_scalar("sparsity/total", r.sparsity, r.step);
+  for (const LayerSparsity& layer : r.layers)
+    writer_.add_scalar("sparsity/" + layer.name,
+                       static_cast<double>(layer.pruned) /
+                           static_cast<double>(std::max<std::int64_t>(layer.elements, 1)),
+                       r.step);
   writer_.flush();
 }
 

@@ -1,6 +1,7 @@
 #include "trellis/train/train_config.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/format.hpp"
 #include "trellis/nn/gpt.hpp"
 #include "trellis/train/config_fields.hpp"
 #include "trellis/train/config_table.hpp"
@@ -33,6 +34,23 @@ void check_combinations(const TrainConfig& c) {
   if (c.monitor.early_stop_metric != "none" && c.data.test.empty())
     fail("config key early_stop.metric = " + c.monitor.early_stop_metric +
          " needs data.test (the metric is measured on it)");
+  if (c.prune.final_sparsity < c.prune.initial_sparsity)
+    fail("config keys prune.initial_sparsity = " + format_text("%g", c.prune.initial_sparsity) +
+         " and prune.final_sparsity = " + format_text("%g", c.prune.final_sparsity) +
+         ": the final sparsity must be at least the initial one (masks only grow)");
+  if (c.prune.method == "structured" && c.prune.scope != "layer")
+    fail("config keys prune.method = structured and prune.scope = " + c.prune.scope +
+         ": structured pruning ranks each layer's units by their own norms; use "
+         "prune.scope = layer");
+  if (c.prune.method == "structured" && c.model.type == ModelType::gpt)
+    fail("config keys prune.method = structured and model.type = " +
+         std::string(model_type_name(c.model.type)) +
+         ": structured pruning removes MLP neurons and CNN block channels; use "
+         "prune.method = magnitude for this model");
+  if (c.prune.end_step != 0 && c.prune.end_step < c.prune.start_step)
+    fail("config keys prune.start_step = " + std::to_string(c.prune.start_step) +
+         " and prune.end_step = " + std::to_string(c.prune.end_step) +
+         ": end_step must be 0 (the run's end) or >= start_step");
   if (c.parallel.pp == 1 && !c.parallel.stages.empty())
     fail("config key parallel.stages = '" + c.parallel.stages +
          "' needs parallel.pp > 1 (it splits the model into pipeline stages); with "
@@ -155,8 +173,7 @@ LossScaleSpec PrecisionConfig::loss_scale_spec() const {
   const bool automatic = loss_scale == "auto";
   spec.enabled = loss_scale != "none" && (!automatic || mode == Precision::fp16);
   spec.dynamic = automatic || loss_scale == "dynamic";
-  spec.initial_scale =
-      spec.dynamic ? static_cast<float>(initial_scale) : std::stof(loss_scale);
+  spec.initial_scale = spec.dynamic ? static_cast<float>(initial_scale) : std::stof(loss_scale);
   spec.growth_factor = static_cast<float>(growth_factor);
   spec.backoff_factor = static_cast<float>(backoff_factor);
   spec.growth_interval = growth_interval;

@@ -1,4 +1,5 @@
 #include "trellis/train/trainer.hpp"
+#include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/format.hpp"
 
 #include "trellis/data/staging.hpp"
@@ -49,9 +50,13 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
   train_data_ =
       with_prefetch(std::move(train_data_), config_, config_.local_batch(dp), total_steps_);
   faults_ = std::make_unique<FaultInjector>(config_.fault, grid_->rank(), log_);
+  run_agreed(all, log_, [&] {
+    pruner_ = std::make_unique<Pruner>(config_.prune, total_steps_, *grid_, *model_);
+  });
   runner_ = std::make_unique<StepRunner>(config_, *grid_, *model_, *train_data_, *buffers_,
-                                         *faults_, log_);
-  checkpoints_ = std::make_unique<CheckpointManager>(config_, *grid_, *model_, *faults_, log_);
+                                         *faults_, *pruner_, log_);
+  checkpoints_ =
+      std::make_unique<CheckpointManager>(config_, *grid_, *model_, *faults_, *pruner_, log_);
   performance_ = std::make_unique<PerformanceModel>(
       config_, shape, model_->model(), grid_->layout().world_size(), node_.device, all);
   log_.info(format_text("model: %.4g GFLOP per sample (forward + backward); peak %.4g TFLOP/s per "
@@ -184,6 +189,19 @@ ExitCode Trainer::run() {
   return run_or_abort(grid_->world().get(), log_, [&] { return train(); });
 }
 
+void Trainer::report_sparsity() {
+  SparsityReport report;
+  report.step = step();
+  report.target = pruner_->schedule().target(step());
+  report.layers = pruner_->sparsity();  // collective over tp
+  long long sums[2] = {0, 0};           // pruned, elements: this stage's, then the model's
+  for (const LayerSparsity& layer : report.layers)
+    sums[0] += layer.pruned, sums[1] += layer.elements;
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_LONG_LONG, MPI_SUM, grid_->pp().get()));
+  report.sparsity = sums[1] > 0 ? static_cast<double>(sums[0]) / static_cast<double>(sums[1]) : 0;
+  metrics_->sparsity(report);
+}
+
 void Trainer::checkpoint() {
   watchdog_->beat("checkpoint", step());
   metrics_->before_message();
@@ -223,6 +241,7 @@ ExitCode Trainer::train() {
       watchdog_->beat("step", step());
       const StepRecord record = runner_->run(epoch, s);
       metrics_->step(record, runner_->skipped());
+      if (record.masks_changed) report_sparsity();
       if (test_data_ && config_.train.eval_interval > 0 &&
           step() % config_.train.eval_interval == 0 && step() != total_steps_ &&
           early_stopping_->update(evaluate(epoch), log_))

@@ -66,20 +66,28 @@ std::string read_weights_config(const std::string& path) {
 
 namespace {
 
-// Reads /<dataset> of the expected shape into `target` (device or host), or throws InputError.
-template <class View>
-void read_float_dataset(hid_t file, const std::string& path, const std::string& dataset_name,
-                        const Shape& expected, const View& target) {
+H5Dataset open_dataset(hid_t file, const std::string& path, const std::string& dataset_name) {
   if (H5Lexists(file, dataset_name.substr(0, dataset_name.find('/')).c_str(), H5P_DEFAULT) <= 0 ||
       H5Lexists(file, dataset_name.c_str(), H5P_DEFAULT) <= 0)
     throw InputError(path + ": missing dataset '/" + dataset_name +
                      "' (weights of another model?)");
-  H5Dataset dataset(TRELLIS_H5(H5Dopen2(file, dataset_name.c_str(), H5P_DEFAULT)));
+  return H5Dataset(TRELLIS_H5(H5Dopen2(file, dataset_name.c_str(), H5P_DEFAULT)));
+}
+
+Shape dataset_shape(const H5Dataset& dataset) {
   H5Space space(TRELLIS_H5(H5Dget_space(dataset.get())));
   const int rank = TRELLIS_H5(H5Sget_simple_extent_ndims(space.get()));
   std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
   TRELLIS_H5(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
-  const Shape found(dims.begin(), dims.end());
+  return Shape(dims.begin(), dims.end());
+}
+
+// Reads /<dataset> of the expected shape into `target` (device or host), or throws InputError.
+template <class View>
+void read_float_dataset(hid_t file, const std::string& path, const std::string& dataset_name,
+                        const Shape& expected, const View& target) {
+  H5Dataset dataset = open_dataset(file, path, dataset_name);
+  const Shape found = dataset_shape(dataset);
   if (found != expected)
     throw InputError(path + ": dataset '/" + dataset_name + "': expected shape " +
                      shape_string(expected) + ", found " + shape_string(found));
@@ -89,6 +97,11 @@ void read_float_dataset(hid_t file, const std::string& path, const std::string& 
 }
 
 }  // namespace
+
+Shape read_weights_shape(const std::string& path, const std::string& name) {
+  H5File file = open_for_reading(path);
+  return dataset_shape(open_dataset(file.get(), path, name));
+}
 
 void load_weights(const std::string& path, nn::ParameterStore& store,
                   const std::vector<nn::NamedBuffer>& buffers) {

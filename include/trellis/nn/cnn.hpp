@@ -35,7 +35,10 @@ struct CnnSpec {
   int classes = 0;
   std::vector<int> widths;   // channels per stage, e.g. {32, 64, 128}  (config: model.widths)
   int blocks_per_stage = 1;  // BasicBlocks per stage                    (config: model.blocks)
-  bool sync_bn = false;      // synchronise BatchNorm statistics over dp
+  // Inner width (conv1's output channels) of every block, stage by stage; empty: each
+  // block's stage width. A channel-pruned model's (config: model.block_widths).
+  std::vector<int> block_widths;
+  bool sync_bn = false;                      // synchronise BatchNorm statistics over dp
   ConvImpl conv_impl = ConvImpl::automatic;  // config: kernels.conv
   // Compute the gradient w.r.t. the input images (gradient checks): training does not need
   // it, so by default the stem convolution skips its backward-data pass.
@@ -73,11 +76,16 @@ class Cnn : public Model {
   const Layer& layer(std::size_t i) const { return layers_[i]; }
   // Every BatchNorm's running mean and variance, in forward order.
   std::vector<NamedBuffer> buffers() const override;
+  // Every block's conv1 output channels, with bn1 (gamma, beta, running statistics), read by
+  // the block's conv2. The stem and the residual stream keep their width: a channel removed
+  // there would have to go from every block of the stage and the shortcuts at once.
+  std::vector<PrunableUnits> prunable_units() const override;
 
  private:
   CnnSpec spec_;
   LayerSequence layers_;
   std::vector<const BatchNorm2d*> batchnorms_;  // all BatchNorms, in forward order
+  std::vector<std::string> block_names_;        // "stage1.block1", ... in forward order
 };
 
 // Throws ConfigError naming the first bad field (model.widths, model.blocks, ...).

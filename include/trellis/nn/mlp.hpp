@@ -70,6 +70,9 @@ class Mlp : public Model {
   static int num_units(const MlpSpec& spec) { return static_cast<int>(spec.hidden.size()) + 1; }
   int capacity() const override { return spec_.capacity; }
   std::string describe() const override;
+  // This stage's hidden layers: fc<i>'s output neurons (bias with them), read by the next
+  // layer's columns.
+  std::vector<PrunableUnits> prunable_units() const override;
 
   // [capacity, input_dim]. Throws trellis::Error on a first stage built without
   // spec.input_grad (nothing computes it there).
@@ -85,6 +88,7 @@ class Mlp : public Model {
   void add_linear(std::unique_ptr<Linear> fc);
 
   MlpSpec spec_;
+  std::string prefix_;
   int first_unit_ = 0, end_unit_ = 0;  // the units this model (stage) holds
   LayerSequence layers_;
 };

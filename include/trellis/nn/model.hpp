@@ -28,6 +28,20 @@ struct NamedBuffer {
   kernels::Vector data;  // [size], writable to restore
 };
 
+// Output units that structured pruning removes together (prune.method = structured): row u
+// (dim 0) of `weight`, entry u of each follower parameter (the bias, a BatchNorm's gamma and
+// beta) and, when a smaller model is exported, entry u of each follower buffer (BatchNorm
+// running statistics) and column u (dim 1) of `consumer`, the next layer's weight, which
+// reads the unit. Zero weights and followers make the unit's output exactly zero (Linear:
+// act(0) = 0 for relu and gelu; Conv + BatchNorm: gamma = beta = 0), so removing it changes
+// nothing downstream.
+struct PrunableUnits {
+  std::string weight;                         // [units, ...]
+  std::vector<std::string> followers;         // each [units]
+  std::vector<std::string> follower_buffers;  // each [units]
+  std::string consumer;                       // [out, units, ...]; "" on another stage
+};
+
 struct ModelInput {
   ConstMatrix features;         // [>= n, feature_dim] for classifiers; empty otherwise
   kernels::ConstLabels tokens;  // [>= n * seq_len] token ids for language models; empty otherwise
@@ -81,6 +95,8 @@ class Model {
   // gradients are summed over the two before the update, so both copies stay equal. The
   // last stage's copy is not counted in the gradient norm nor saved.
   virtual std::vector<std::string> tied_parameters() const { return {}; }
+  // The unit groups of this stage that structured pruning may remove (none by default).
+  virtual std::vector<PrunableUnits> prunable_units() const { return {}; }
 };
 
 }  // namespace trellis::nn

@@ -2,8 +2,10 @@
 // composed of Conv2d, BatchNorm2d and ReLU layers plus an add.
 //
 //   x [n, C*H*W] -> y [n, C'*H'*W'],  H' = (H - 1) / s + 1 (3x3 convs, padding 1)
-//   main:      a = relu(bn1(conv1(x)))       conv1: 3x3, stride s, C -> C', no bias
-//              m = bn2(conv2(a))             conv2: 3x3, stride 1, C' -> C', no bias
+//   main:      a = relu(bn1(conv1(x)))       conv1: 3x3, stride s, C -> M, no bias
+//              m = bn2(conv2(a))             conv2: 3x3, stride 1, M -> C', no bias
+//   M, the inner width, is C' unless given smaller (a channel-pruned block: its conv1 output
+//   channels are the block's prunable units, nn/model.hpp PrunableUnits).
 //   shortcut:  sc = x                                 when s == 1 and C == C' (identity)
 //              sc = bn_sc(conv_sc(x))                 otherwise (1x1 conv, stride s, no bias)
 //   y = relu(m + sc)   (the pre-activation sum is kept for backward)
@@ -34,7 +36,7 @@ class BasicBlock : public Layer {
  public:
   BasicBlock(ParameterStore& store, const std::string& name, int in_channels, int out_channels,
              int stride, int height, int width, int capacity, const MpiComm* sync = nullptr,
-             ConvImpl conv_impl = ConvImpl::automatic);
+             ConvImpl conv_impl = ConvImpl::automatic, int mid_channels = 0);
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
@@ -45,6 +47,7 @@ class BasicBlock : public Layer {
   int out_channels() const { return conv2_->out_channels(); }
   int out_height() const { return conv2_->out_height(); }
   int out_width() const { return conv2_->out_width(); }
+  int mid_channels() const { return conv1_->out_channels(); }
   // The block's BatchNorms (for their running statistics), in forward order.
   std::vector<const BatchNorm2d*> batchnorms() const;
 

@@ -8,6 +8,7 @@
 //                              momentum_buffer, square_avg) per parameter; with ZeRO-1 each dp
 //                              rank writes and reads the ranges of its own shard
 //   buffers/<name>             BatchNorm running statistics
+//   masks/<name>               pruning masks (prune.method != none; counter prune_masks)
 //   powersgd/state             [world, L]: row r is rank r's PowerSGD Q and error feedback
 //                              (zero-padded to the longest rank's L); loaded only on the
 //                              same layout (world, tp, pp, rank), else restarted with a warning
@@ -20,6 +21,7 @@
 #include "trellis/core/log.hpp"
 #include "trellis/train/checkpoint_file.hpp"
 #include "trellis/train/fault_injector.hpp"
+#include "trellis/train/pruner.hpp"
 #include "trellis/train/train_config.hpp"
 #include "trellis/train/training_model.hpp"
 
@@ -41,7 +43,7 @@ class CheckpointManager {
  public:
   // Every reference must outlive the manager.
   CheckpointManager(const TrainConfig& config, const ProcessGrid& grid, TrainingModel& model,
-                    const FaultInjector& faults, const Logger& log);
+                    const FaultInjector& faults, Pruner& pruner, const Logger& log);
 
   // Collective over the world: writes the checkpoint of `step` (ckpt.dir/step-NNNNNNN) and
   // returns its directory.
@@ -72,6 +74,7 @@ class CheckpointManager {
   const ProcessGrid& grid_;
   TrainingModel& model_;
   const FaultInjector& faults_;
+  Pruner& pruner_;
   Logger log_;
   FloatView powersgd_staging_;  // [L]: this rank's row of powersgd/state
 };

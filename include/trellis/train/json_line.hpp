@@ -17,6 +17,8 @@ class JsonLine {
   JsonLine& add(const std::string& key, const std::string& value);
   JsonLine& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
   JsonLine& add(const std::string& key, bool value);
+  // A nested object: value's members under `key`.
+  JsonLine& add_object(const std::string& key, const JsonLine& value);
   std::string str() const { return "{" + body_ + "}"; }
 
  private:

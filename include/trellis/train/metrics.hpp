@@ -30,6 +30,7 @@ class Metrics {
   void step(const StepRecord& record, std::int64_t skipped_total);
   void evaluation(const EvalReport& report);
   void checkpoint(const CheckpointReport& report);  // its time counts in the totals
+  void sparsity(const SparsityReport& report);
   // Fills in the whole run's throughput, FLOP/s, MFU, time per step and cost.
   void summary(RunSummary& summary) const;
   void before_message();

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace trellis {
 
@@ -59,6 +60,19 @@ struct CheckpointReport {
   double seconds = 0;
 };
 
+// After the pruning masks changed (train/pruner.hpp): the sparsity of each pruned tensor.
+struct LayerSparsity {
+  std::string name;           // the parameter, e.g. "fc1.weight"
+  std::int64_t pruned = 0;    // zeros in its mask, over the whole logical tensor
+  std::int64_t elements = 0;  // its logical size
+};
+struct SparsityReport {
+  std::int64_t step = 0;
+  double target = 0;                  // the schedule's sparsity for this step
+  double sparsity = 0;                // pruned / elements over all pruned tensors of the model
+  std::vector<LayerSparsity> layers;  // this pipeline stage's (rank 0: stage 0)
+};
+
 // The whole run, for summary.json and the closing console lines.
 struct RunSummary {
   std::int64_t steps = 0;
@@ -88,6 +102,7 @@ class MetricsSink {
   virtual void progress(const ProgressReport&) {}
   virtual void evaluation(const EvalReport&) {}
   virtual void checkpoint(const CheckpointReport&) {}
+  virtual void sparsity(const SparsityReport&) {}
   virtual void summary(const RunSummary&) {}
   // Before a message is printed by someone else (clears a progress bar).
   virtual void before_message() {}

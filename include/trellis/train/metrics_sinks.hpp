@@ -13,7 +13,8 @@
 
 namespace trellis {
 
-// metrics.jsonl (one JSON object per interval, evaluation and checkpoint) and summary.json.
+// metrics.jsonl (one JSON object per interval, evaluation, checkpoint and change of the
+// pruning masks) and summary.json.
 class JsonlSink : public MetricsSink {
  public:
   // resumed_step >= 0: continue the log of a resumed run (MetricsLog).
@@ -21,6 +22,7 @@ class JsonlSink : public MetricsSink {
   void interval(const IntervalReport& r) override;
   void evaluation(const EvalReport& r) override;
   void checkpoint(const CheckpointReport& r) override;
+  void sparsity(const SparsityReport& r) override;
   void summary(const RunSummary& r) override;
 
  private:
@@ -37,6 +39,7 @@ class TensorBoardSink : public MetricsSink {
                   std::int64_t step, const Logger& log);
   void interval(const IntervalReport& r) override;
   void evaluation(const EvalReport& r) override;
+  void sparsity(const SparsityReport& r) override;
 
  private:
   TensorBoardWriter writer_;
@@ -51,6 +54,7 @@ class ConsoleSink : public MetricsSink {
   void progress(const ProgressReport& r) override;
   void evaluation(const EvalReport& r) override;
   void checkpoint(const CheckpointReport& r) override;
+  void sparsity(const SparsityReport& r) override;
   void summary(const RunSummary& r) override;
   void before_message() override { bar_.clear(); }
 

@@ -25,16 +25,17 @@ struct StepTimes {
 };
 
 struct StepRecord {
-  std::int64_t step = 0;   // optimizer steps completed, this one included (1-based)
-  std::int64_t epoch = 0;  // 0-based
-  float lr = 0;            // the learning rate this step used
-  double loss_sum = 0;     // over the global batch (reduced over every rank)
-  double correct = 0;      // correct predictions over the global batch
-  double targets = 0;      // loss terms of the global batch (samples x rows per sample)
-  double samples = 0;      // samples of the global batch
-  double grad_norm = 0;    // global norm before clipping
-  bool skipped = false;    // non-finite loss or gradients: parameters unchanged
-  float loss_scale = 1;    // the loss scale this step's gradients carried (1: no scaling)
+  std::int64_t step = 0;            // optimizer steps completed, this one included (1-based)
+  std::int64_t epoch = 0;           // 0-based
+  float lr = 0;                     // the learning rate this step used
+  double loss_sum = 0;              // over the global batch (reduced over every rank)
+  double correct = 0;               // correct predictions over the global batch
+  double targets = 0;               // loss terms of the global batch (samples x rows per sample)
+  double samples = 0;               // samples of the global batch
+  double grad_norm = 0;             // global norm before clipping
+  bool skipped = false;             // non-finite loss or gradients: parameters unchanged
+  bool masks_changed = false;       // the pruning masks were recomputed after this step
+  float loss_scale = 1;             // the loss scale this step's gradients carried (1: no scaling)
   std::int64_t overflow_steps = 0;  // steps skipped by the loss scaler so far (whole run)
   double grad_wire_bytes = 0;       // data-parallel gradient bytes this rank sent this step
   double grad_fp32_bytes = 0;       // what an uncompressed fp32 exchange would have sent

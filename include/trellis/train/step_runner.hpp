@@ -7,7 +7,9 @@
 //   tied-table gradients summed over the embedding group -> wait for the dp buckets
 //   loss/accuracy sums reduced over pp and dp -> global norm (masked, reduced over tp, pp
 //     and, with ZeRO-1, dp) -> non-finite policy -> clip -> optimizer at lr(step)
-//     -> ZeRO-1 all-gather -> the 16-bit compute copy of the weights (autocast)
+//     -> ZeRO-1 all-gather -> the pruning masks when due -> the 16-bit compute copy of the
+//     weights (autocast). Pruned weights' gradients are zeroed before the norm, the weights
+//     after the optimizer (pruner.hpp).
 //
 // Loss scaling (precision.loss_scale, fp16): the backward starts from loss x S; the norm is
 // reported unscaled; a non-finite step is an overflow for the scaler (skipped on every rank
@@ -23,6 +25,7 @@
 #include "trellis/train/batch_buffers.hpp"
 #include "trellis/train/data_source.hpp"
 #include "trellis/train/fault_injector.hpp"
+#include "trellis/train/pruner.hpp"
 #include "trellis/train/step_record.hpp"
 #include "trellis/train/train_config.hpp"
 #include "trellis/train/training_model.hpp"
@@ -35,7 +38,7 @@ class StepRunner {
  public:
   // Every reference must outlive the runner.
   StepRunner(const TrainConfig& config, const ProcessGrid& grid, TrainingModel& model,
-             TrainSource& data, BatchBuffers& buffers, const FaultInjector& faults,
+             TrainSource& data, BatchBuffers& buffers, const FaultInjector& faults, Pruner& pruner,
              const Logger& log);
 
   // Runs optimizer step `completed + 1` (global batch `step_in_epoch` of `epoch`) and counts
@@ -63,6 +66,7 @@ class StepRunner {
   TrainSource& data_;
   BatchBuffers& buffers_;
   const FaultInjector& faults_;
+  Pruner& pruner_;
   Logger log_;
   std::int64_t completed_ = 0;  // optimizer steps taken (skipped ones included)
   std::int64_t skipped_ = 0, consecutive_skips_ = 0;

@@ -32,13 +32,14 @@ const std::vector<std::pair<const char*, ModelType>>& model_type_names();
 
 struct ModelConfig {
   ModelType type = ModelType::mlp;
-  std::vector<int> hidden;  // mlp: widths of the hidden layers
-  std::string activation;   // mlp: "relu" | "gelu"
-  float dropout = 0;        // mlp, gpt
-  std::string init;         // mlp: "kaiming" | "xavier"
-  std::vector<int> widths;  // cnn: channels per stage
-  int blocks = 0;           // cnn: residual blocks per stage
-  bool sync_bn = false;     // cnn
+  std::vector<int> hidden;        // mlp: widths of the hidden layers
+  std::string activation;         // mlp: "relu" | "gelu"
+  float dropout = 0;              // mlp, gpt
+  std::string init;               // mlp: "kaiming" | "xavier"
+  std::vector<int> widths;        // cnn: channels per stage
+  int blocks = 0;                 // cnn: residual blocks per stage
+  std::vector<int> block_widths;  // cnn: inner width of every block (empty: stage widths)
+  bool sync_bn = false;           // cnn
   // cnn, key kernels.conv (not model.*: the implementation is no property of the model, and a
   // checkpoint resumes under another one): auto | onednn | cudnn | im2col
   std::string conv_impl;
@@ -86,6 +87,16 @@ struct FaultConfig {
   std::int64_t inject_step = 0;
   // throw | hang | nan | signal | kill_in_checkpoint | freeze_in_checkpoint
   std::string inject_kind;
+};
+
+// prune.*: gradual magnitude pruning during training (train/pruner.hpp).
+struct PruneConfig {
+  std::string method;  // none | magnitude
+  std::string scope;   // layer (a threshold per tensor) | global (one over all targets)
+  double initial_sparsity = 0, final_sparsity = 0;
+  std::int64_t start_step = 0;
+  std::int64_t end_step = 0;  // 0 = the run's last step
+  std::int64_t frequency = 0;
 };
 
 // optim.*: the optimizer's own hyperparameters plus the two the trainer applies.
@@ -158,6 +169,7 @@ struct TrainConfig {
   CheckpointConfig ckpt;
   FaultConfig fault;
   MonitorConfig monitor;
+  PruneConfig prune;
   std::string run_dir;
   std::int64_t log_interval = 0;
   DerivedConfig derived;

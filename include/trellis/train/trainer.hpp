@@ -24,6 +24,7 @@
 #include "trellis/train/fault_injector.hpp"
 #include "trellis/train/metrics.hpp"
 #include "trellis/train/performance_model.hpp"
+#include "trellis/train/pruner.hpp"
 #include "trellis/train/step_runner.hpp"
 #include "trellis/train/stop_policy.hpp"
 #include "trellis/train/train_config.hpp"
@@ -59,6 +60,8 @@ class Trainer {
   void log_setup() const;
   ExitCode train();
   void checkpoint();
+  // After the pruning masks changed: their sparsity to the metrics sinks. Collective.
+  void report_sparsity();
   EvalResult evaluate(std::int64_t epoch);
   void finish(const std::string& finish_reason);
   std::int64_t step() const { return runner_->completed(); }
@@ -73,6 +76,7 @@ class Trainer {
   std::int64_t total_steps_ = 0;
   std::unique_ptr<TrainingModel> model_;
   std::unique_ptr<FaultInjector> faults_;
+  std::unique_ptr<Pruner> pruner_;
   std::unique_ptr<StepRunner> runner_;
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::unique_ptr<PerformanceModel> performance_;

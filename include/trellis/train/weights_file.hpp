@@ -36,6 +36,10 @@ void write_weights_file(const std::string& path, const std::vector<TensorPiece>&
 // The `config` attribute of a weights file. Throws InputError naming the file.
 std::string read_weights_config(const std::string& path);
 
+// The shape of dataset `name` ("params/head.weight") of a weights file; InputError naming the
+// file when it is missing.
+Shape read_weights_shape(const std::string& path, const std::string& name);
+
 // Loads every parameter of `store` (finalized) by name; throws InputError naming the file and
 // parameter when one is missing or has another shape.
 void load_weights(const std::string& path, nn::ParameterStore& store,
