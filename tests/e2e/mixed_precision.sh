@@ -20,9 +20,13 @@ compare=("$py" "$TRELLIS_SRC/tools/compare_losses.py" --steps 300 --window 50)
 curves() {  # curves NAME TOLERANCE ARGS...: fp32, bf16 and fp16 runs of 300 steps, compared
   local name=$1 rtol=$2
   shift 2
+  # Emulated kernels everywhere: auto picks the native ones on AMX hosts (section 4 tests
+  # those), and section 2 compares the forced fallback with these runs bit for bit.
   for mode in fp32 bf16 fp16; do
+    local kernels=()
+    [[ $mode == fp32 ]] || kernels=(--precision.kernels=emulated)
     trellis_run 1 train "$@" --train.max_steps=300 --log.interval=1 --data.test= \
-      --precision.mode=$mode --run.dir="$WORK/$name-$mode" > "$WORK/$name-$mode.log"
+      --precision.mode=$mode "${kernels[@]}" --run.dir="$WORK/$name-$mode" > "$WORK/$name-$mode.log"
   done
   grep -q "precision: bf16 with emulated kernels" "$WORK/$name-bf16.log" || fail "$name: no bf16 notice"
   grep -q "loss scaling: dynamic, scale 65536" "$WORK/$name-fp16.log" || fail "$name: no loss scaling"
@@ -108,6 +112,12 @@ if "$TRELLIS_BIN" info | grep -q "native 16-bit GEMM: bf16"; then
     --precision.mode=bf16 --precision.kernels=native --run.dir="$WORK/mlp-native" > "$WORK/mlp-native.log"
   grep -q "precision: bf16 with native kernels" "$WORK/mlp-native.log" || fail "native bf16 did not run"
   "${compare[@]}" --rtol 0.02 "$WORK/mlp-fp32" "$WORK/mlp-native"
+  # precision.kernels = auto takes them where the CPU has AMX tiles (not on AVX512-BF16 alone).
+  trellis_run 1 train "${mlp[@]}" --data.test= --train.max_steps=5 --precision.mode=bf16 \
+    --run.dir="$WORK/mlp-auto" > "$WORK/mlp-auto.log"
+  want=emulated
+  "$TRELLIS_BIN" info | grep -q "cpu features:.* amx_bf16" && want=native
+  grep -q "precision: bf16 with $want kernels" "$WORK/mlp-auto.log" || fail "auto did not pick $want bf16"
 else
   rc=0
   trellis_run 1 train "${mlp[@]}" --data.test= --precision.mode=bf16 --precision.kernels=native \
