@@ -1,8 +1,10 @@
 // trellis: one SPMD executable. Subcommands are wiring only; the work lives in the library.
 //
 //   trellis train --config FILE [--section.key=value ...]
-//   trellis eval  --weights FILE --data FILE [--batch N]
+//   trellis eval  --weights FILE --data FILE [--batch N] [--cache]
 //   trellis export --weights FILE --out FILE --prune
+//   trellis quantize --weights FILE --calib DATA --out FILE [--method M] [--percentile P]
+//                    [--batches N] [--batch B]
 //   trellis info  [--config FILE] [--section.key=value ...]
 //   trellis generate --weights FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
 //   [--seed S]
@@ -21,6 +23,7 @@
 #include "trellis/train/evaluate.hpp"
 #include "trellis/train/export.hpp"
 #include "trellis/train/generate.hpp"
+#include "trellis/train/quantize.hpp"
 #include "trellis/train/stop_control.hpp"
 #include "trellis/train/train_config.hpp"
 #include "trellis/train/trainer.hpp"
@@ -43,9 +46,15 @@ const char* kUsage =
     "  train --config FILE [--resume auto|DIR] [--section.key=value ...]\n"
     "                                                   train a model (see `trellis train "
     "--help`)\n"
-    "  eval  --weights FILE --data FILE [--batch N]     evaluate saved weights on a dataset\n"
+    "  eval  --weights FILE --data FILE [--batch N] [--cache]\n"
+    "                                                   evaluate saved weights (fp32 or int8) on\n"
+    "                                                   a dataset (--cache: read into memory "
+    "first)\n"
     "  export --weights FILE --out FILE --prune        write a structurally pruned model without\n"
     "                                                   its pruned neurons/channels\n"
+    "  quantize --weights FILE --calib DATA --out FILE [--method minmax|percentile|entropy]\n"
+    "           [--percentile P] [--batches N] [--batch B]\n"
+    "                                                   int8 model calibrated on DATA\n"
     "  info  [--config FILE] [--section.key=value ...]  build, backends, ranks and devices\n"
     "  generate --weights FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--seed "
     "S]\n"
@@ -57,9 +66,11 @@ struct CommandLine {
   std::vector<std::string> overrides;
   std::string weights, data;
   long batch = 1000;
+  bool cache = false;  // eval --cache
   bool help = false;
   GenerateOptions generate;
   ExportOptions exported;
+  QuantizeOptions quantize;
 };
 
 // Splits "--name value" / "--name=value" for the few options each command owns; every other
@@ -73,7 +84,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     return cl;
   }
   if (cl.command != "train" && cl.command != "eval" && cl.command != "info" &&
-      cl.command != "generate" && cl.command != "export")
+      cl.command != "generate" && cl.command != "export" && cl.command != "quantize")
     throw ConfigError("unknown command '" + cl.command + "'\n" + kUsage);
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
@@ -95,8 +106,26 @@ CommandLine parse_command_line(int argc, char** argv) {
       cl.data = take_value("--data");
     else if (cl.command == "eval" && is("--batch"))
       cl.batch = std::stol(take_value("--batch"));
+    else if (cl.command == "eval" && arg == "--cache")
+      cl.cache = true;
     else if (cl.command == "eval")
       throw ConfigError("unknown eval option '" + arg + "'\n" + kUsage);
+    else if (cl.command == "quantize" && is("--weights"))
+      cl.quantize.weights = take_value("--weights");
+    else if (cl.command == "quantize" && is("--calib"))
+      cl.quantize.calib = take_value("--calib");
+    else if (cl.command == "quantize" && is("--out"))
+      cl.quantize.out = take_value("--out");
+    else if (cl.command == "quantize" && is("--method"))
+      cl.quantize.method = take_value("--method");
+    else if (cl.command == "quantize" && is("--percentile"))
+      cl.quantize.percentile = std::stod(take_value("--percentile"));
+    else if (cl.command == "quantize" && is("--batches"))
+      cl.quantize.batches = std::stol(take_value("--batches"));
+    else if (cl.command == "quantize" && is("--batch"))
+      cl.quantize.batch = std::stol(take_value("--batch"));
+    else if (cl.command == "quantize")
+      throw ConfigError("unknown quantize option '" + arg + "'\n" + kUsage);
     else if (cl.command == "export" && is("--weights"))
       cl.exported.weights = take_value("--weights");
     else if (cl.command == "export" && is("--out"))
@@ -128,6 +157,10 @@ CommandLine parse_command_line(int argc, char** argv) {
   if (cl.command == "eval" && !cl.help && (cl.weights.empty() || cl.data.empty()))
     throw ConfigError("eval needs --weights FILE and --data FILE\n" + std::string(kUsage));
   if (cl.command == "eval" && cl.batch < 1) throw ConfigError("eval --batch must be >= 1");
+  if (cl.command == "quantize" && !cl.help &&
+      (cl.quantize.weights.empty() || cl.quantize.calib.empty() || cl.quantize.out.empty()))
+    throw ConfigError("quantize needs --weights FILE, --calib DATA and --out FILE\n" +
+                      std::string(kUsage));
   if (cl.command == "export" && !cl.help &&
       (cl.exported.weights.empty() || cl.exported.out.empty()))
     throw ConfigError("export needs --weights FILE and --out FILE\n" + std::string(kUsage));
@@ -187,12 +220,16 @@ int run(int argc, char** argv, int rank) {
     generate_command(MPI_COMM_WORLD, cl.generate, log);
     return 0;
   }
+  if (cl.command == "quantize") {
+    quantize_command(MPI_COMM_WORLD, cl.quantize, log);
+    return 0;
+  }
   if (cl.command == "export") {
     export_command(MPI_COMM_WORLD, cl.exported, log);
     return 0;
   }
   if (cl.command == "eval") {
-    evaluate_weights_command(MPI_COMM_WORLD, cl.weights, cl.data, cl.batch, log);
+    evaluate_weights_command(MPI_COMM_WORLD, cl.weights, cl.data, cl.batch, log, cl.cache);
     return 0;
   }
   TrainConfig config;

@@ -112,6 +112,16 @@ std::int64_t BasicBlock::flops_per_sample() const {
   return total;
 }
 
+void BasicBlock::for_each_part(const std::function<void(Layer&)>& f) {
+  f(*conv1_);
+  f(*bn1_);
+  f(*relu1_);
+  f(*conv2_);
+  f(*bn2_);
+  if (shortcut_conv_) f(*shortcut_conv_);
+  if (shortcut_bn_) f(*shortcut_bn_);
+}
+
 std::vector<const BatchNorm2d*> BasicBlock::batchnorms() const {
   std::vector<const BatchNorm2d*> all{bn1_.get(), bn2_.get()};
   if (shortcut_bn_) all.push_back(shortcut_bn_.get());

@@ -5,6 +5,7 @@
 #include "trellis/core/cpu_features.hpp"
 #include "trellis/kernels/gemm_half.hpp"
 #include "trellis/kernels/host_threads.hpp"
+#include "trellis/kernels/int8.hpp"
 
 #include <hdf5.h>
 #include <Kokkos_Core.hpp>
@@ -86,6 +87,7 @@ std::string build_summary() {
                   kernels::native_gemm_available(Precision::fp16)
               ? ""
               : " none")
+      << "; int8 GEMM: " << (kernels::int8_onednn_available() ? "oneDNN" : "reference kernel")
       << "\n";
 #if defined(TRELLIS_ENABLE_NCCL)
   out << "  nccl " << NCCL_MAJOR << "." << NCCL_MINOR << "." << NCCL_PATCH << "\n";

@@ -1,5 +1,9 @@
 #include "trellis/train/generate.hpp"
 
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/nn/quantization.hpp"
+#include "trellis/train/int8_weights.hpp"
+
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/rng.hpp"
@@ -49,7 +53,7 @@ int sample_token(const std::vector<float>& logits, double temperature, int top_k
 
 void generate_command(MPI_Comm world, const GenerateOptions& options, const Logger& log) {
   int rank = 0;
-  MPI_Comm_rank(world, &rank);
+  TRELLIS_MPI(MPI_Comm_rank(world, &rank));
   if (rank != 0) return;  // sampling one sequence is serial work; other ranks just exit
   const MpiComm self = MpiComm::borrow(MPI_COMM_SELF);
 
@@ -68,7 +72,11 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
   nn::ParameterStore store;
   auto model = build_model(config.model, shape, 1, store, nullptr);
   store.finalize(config.train.seed);
-  load_weights(options.weights, store, model->buffers());
+  // An int8 model (trellis quantize): its Linears run int8; LayerNorm, softmax, the
+  // embeddings, the tied head and the residual stream stay fp32.
+  const std::vector<nn::Int8Layer> int8 = read_int8_layers(options.weights);
+  load_weights(options.weights, store, model->buffers(), int8_weight_names(int8));
+  nn::attach_int8(*model, store, int8);
 
   std::vector<int> context;
   for (unsigned char c : options.prompt) context.push_back(c);

@@ -13,9 +13,7 @@
 
 namespace trellis {
 
-namespace {
-
-H5File open_for_reading(const std::string& path) {
+H5File open_weights_file(const std::string& path) {
   hdf5_quiet();
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) throw InputError(path + ": cannot open weights file: " + hdf5_error_detail());
@@ -34,8 +32,6 @@ void write_weights_root(hid_t file, const std::string& config_ini) {
   write_int_attribute(file, "format_version", kWeightsFormatVersion);
   write_string_attribute(file, "config", config_ini);
 }
-
-}  // namespace
 
 void write_weights_file(const std::string& path, const std::vector<TensorPiece>& pieces,
                         const std::string& config_ini, MPI_Comm comm, const Hdf5Tuning& tuning) {
@@ -58,7 +54,7 @@ void write_weights_file(const std::string& path, const std::vector<TensorPiece>&
 }
 
 std::string read_weights_config(const std::string& path) {
-  H5File file = open_for_reading(path);
+  H5File file = open_weights_file(path);
   if (!has_attribute(file.get(), "config"))
     throw InputError(path + ": missing attribute 'config' (the resolved configuration)");
   return read_string_attribute(file.get(), "config");
@@ -99,16 +95,17 @@ void read_float_dataset(hid_t file, const std::string& path, const std::string& 
 }  // namespace
 
 Shape read_weights_shape(const std::string& path, const std::string& name) {
-  H5File file = open_for_reading(path);
+  H5File file = open_weights_file(path);
   return dataset_shape(open_dataset(file.get(), path, name));
 }
 
 void load_weights(const std::string& path, nn::ParameterStore& store,
-                  const std::vector<nn::NamedBuffer>& buffers) {
-  H5File file = open_for_reading(path);
+                  const std::vector<nn::NamedBuffer>& buffers, const std::set<std::string>& skip) {
+  H5File file = open_weights_file(path);
   for (std::size_t i = 0; i < store.size(); ++i)
-    read_float_dataset(file.get(), path, "params/" + store.info(i).name, store.info(i).shape,
-                       store.param(i));
+    if (skip.count(store.info(i).name) == 0)
+      read_float_dataset(file.get(), path, "params/" + store.info(i).name, store.info(i).shape,
+                         store.param(i));
   for (const auto& buffer : buffers)
     read_float_dataset(file.get(), path, "buffers/" + buffer.name,
                        Shape{static_cast<std::int64_t>(buffer.data.extent(0))}, buffer.data);

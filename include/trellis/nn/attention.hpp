@@ -78,6 +78,10 @@ class CausalSelfAttention : public Layer {
   float dropout() const { return p_; }
   // The last forward's logsumexp of each softmax row: [n / T * H * T], (b * H + h) * T + t.
   kernels::ConstVector logsumexp() const;
+  void for_each_part(const std::function<void(Layer&)>& f) override {
+    f(c_attn_);
+    f(c_proj_);
+  }
   const Linear& c_attn() const { return c_attn_; }
   const Linear& c_proj() const { return c_proj_; }
 

@@ -80,6 +80,9 @@ class Cnn : public Model {
   // the block's conv2. The stem and the residual stream keep their width: a channel removed
   // there would have to go from every block of the stage and the shortcuts at once.
   std::vector<PrunableUnits> prunable_units() const override;
+  void for_each_layer(const std::function<void(Layer&)>& f) override {
+    for (std::size_t i = 0; i < layers_.size(); ++i) visit_layers(layers_[i], f);
+  }
 
  private:
   CnnSpec spec_;

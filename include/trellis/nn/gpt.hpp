@@ -112,6 +112,14 @@ class Gpt : public Model {
   std::int64_t flops_per_sample() const override;
   std::int64_t num_matmul_params() const;
   std::string describe() const override;  // "gpt L4 H4 D128 T128 V256"
+  // The position table, the blocks (with their LayerNorms, attention and MLP Linears) and
+  // ln_f; the token table (and the tied head, its matmul) is not a Layer.
+  void for_each_layer(const std::function<void(Layer&)>& f) override {
+    if (wpe_) visit_layers(*wpe_, f);
+    if (drop_) visit_layers(*drop_, f);
+    for (auto& block : blocks_) visit_layers(*block, f);
+    if (ln_f_) visit_layers(*ln_f_, f);
+  }
 
   const GptSpec& spec() const { return spec_; }
   const Embedding& wte() const { return *wte_; }  // first stage only

@@ -12,6 +12,8 @@
 // unchanged until the matching backward(). backward(n) must follow a forward(n).
 #pragma once
 
+#include <functional>
+
 #include "trellis/core/kokkos_types.hpp"
 
 #include <cstdint>
@@ -40,6 +42,10 @@ class Layer {
 
   // FLOPs per sample (row) for one forward plus one backward; 0 for cheap element-wise layers.
   virtual std::int64_t flops_per_sample() const { return 0; }
+  // Composite layers (a residual block, a transformer block) call f on each layer they are
+  // made of, in forward order; nn::visit_layers walks a whole tree. Used to find the layers
+  // that int8 inference replaces (nn/quantization.hpp).
+  virtual void for_each_part(const std::function<void(Layer&)>& f) { (void)f; }
 
   const std::string& name() const { return name_; }
   int in_features() const { return in_features_; }
@@ -84,5 +90,11 @@ class Layer {
   bool has_forward_ = false;
   bool input_grad_needed_ = true;
 };
+
+// f(layer), then the same for each of its parts, depth first in forward order.
+inline void visit_layers(Layer& layer, const std::function<void(Layer&)>& f) {
+  f(layer);
+  layer.for_each_part([&](Layer& part) { visit_layers(part, f); });
+}
 
 }  // namespace trellis::nn

@@ -73,6 +73,9 @@ class Mlp : public Model {
   // This stage's hidden layers: fc<i>'s output neurons (bias with them), read by the next
   // layer's columns.
   std::vector<PrunableUnits> prunable_units() const override;
+  void for_each_layer(const std::function<void(Layer&)>& f) override {
+    for (std::size_t i = 0; i < layers_.size(); ++i) visit_layers(layers_[i], f);
+  }
 
   // [capacity, input_dim]. Throws trellis::Error on a first stage built without
   // spec.input_grad (nothing computes it there).

@@ -95,6 +95,9 @@ class Model {
   // gradients are summed over the two before the update, so both copies stay equal. The
   // last stage's copy is not counted in the gradient norm nor saved.
   virtual std::vector<std::string> tied_parameters() const { return {}; }
+  // Calls f on every layer of this stage, composite layers' parts included (visit_layers),
+  // in forward order.
+  virtual void for_each_layer(const std::function<void(Layer&)>& f) = 0;
   // The unit groups of this stage that structured pruning may remove (none by default).
   virtual std::vector<PrunableUnits> prunable_units() const { return {}; }
 };

@@ -42,6 +42,7 @@ class BasicBlock : public Layer {
   void backward(ConstMatrix output_grad, int n) override;
   // Sum of the convolutions' FLOPs (BatchNorm, ReLU and the add are not counted).
   std::int64_t flops_per_sample() const override;
+  void for_each_part(const std::function<void(Layer&)>& f) override;
 
   bool has_projection() const { return shortcut_conv_ != nullptr; }
   int out_channels() const { return conv2_->out_channels(); }

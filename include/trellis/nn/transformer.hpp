@@ -54,6 +54,10 @@ class FeedForward : public Layer {
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
   std::int64_t flops_per_sample() const override;  // 2 Linears: 6 * (d * 4d) * 2 per row
+  void for_each_part(const std::function<void(Layer&)>& f) override {
+    f(c_fc_);
+    f(c_proj_);
+  }
 
   float dropout() const { return p_; }
 
@@ -77,6 +81,12 @@ class Block : public Layer {
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
   std::int64_t flops_per_sample() const override;  // attn + mlp
+  void for_each_part(const std::function<void(Layer&)>& f) override {
+    f(ln_1_);
+    f(attn_);
+    f(ln_2_);
+    f(mlp_);
+  }
 
   const LayerNorm& ln_1() const { return ln_1_; }
   const CausalSelfAttention& attn() const { return attn_; }

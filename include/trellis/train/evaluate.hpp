@@ -33,9 +33,12 @@ struct EvalResult {
 EvalResult evaluate_model(PipelineEngine& engine, EvalSource& data, BatchBuffers& buffers,
                           std::int64_t batch, const MpiComm& dp, const MpiComm& pp);
 
-// `trellis eval`: rebuilds the model from the configuration stored in a weights file, loads
-// the weights and prints loss and accuracy on `data_spec`, all ranks sharing the work.
+// `trellis eval`: rebuilds the model from the configuration stored in a weights file (an int8
+// model's Linears run int8, nn/quantization.hpp), loads the weights and prints loss, accuracy
+// and throughput on `data_spec`, all ranks sharing the work. cache_in_memory: each rank reads
+// its share into memory first, so the throughput is the model's, not the file system's.
 void evaluate_weights_command(MPI_Comm world, const std::string& weights_path,
-                              const std::string& data_spec, std::int64_t batch, const Logger& log);
+                              const std::string& data_spec, std::int64_t batch, const Logger& log,
+                              bool cache_in_memory = false);
 
 }  // namespace trellis

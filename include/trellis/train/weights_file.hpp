@@ -8,6 +8,7 @@
 // under the final name.
 #pragma once
 
+#include "trellis/data/hdf5.hpp"
 #include "trellis/data/hdf5_tuning.hpp"
 #include "trellis/train/tensor_piece.hpp"
 
@@ -16,6 +17,7 @@
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
+#include <set>
 #include <string>
 
 namespace trellis {
@@ -33,6 +35,11 @@ void write_weights_file(const std::string& path, const std::vector<TensorPiece>&
                         const std::string& config_ini, MPI_Comm comm,
                         const Hdf5Tuning& tuning = Hdf5Tuning{});
 
+// Opens a weights file for reading after checking its format; InputError naming the file.
+H5File open_weights_file(const std::string& path);
+// Writes the root attributes of a weights file (format, version, config).
+void write_weights_root(hid_t file, const std::string& config_ini);
+
 // The `config` attribute of a weights file. Throws InputError naming the file.
 std::string read_weights_config(const std::string& path);
 
@@ -40,9 +47,11 @@ std::string read_weights_config(const std::string& path);
 // file when it is missing.
 Shape read_weights_shape(const std::string& path, const std::string& name);
 
-// Loads every parameter of `store` (finalized) by name; throws InputError naming the file and
-// parameter when one is missing or has another shape.
+// Loads every parameter of `store` (finalized) by name, but those in `skip` (the weights an
+// int8 file holds quantized); throws InputError naming the file and parameter when one is
+// missing or has another shape.
 void load_weights(const std::string& path, nn::ParameterStore& store,
-                  const std::vector<nn::NamedBuffer>& buffers);
+                  const std::vector<nn::NamedBuffer>& buffers,
+                  const std::set<std::string>& skip = {});
 
 }  // namespace trellis

@@ -1,0 +1,29 @@
+// `trellis quantize --weights model.h5 --calib DATA --out model.int8.h5`: post-training int8
+// quantization (nn/quantization.hpp) of every Linear of an mlp, cnn (its head) or gpt. The
+// calibration runs the fp32 model on the first `batches` x `batch` samples of DATA split over
+// the ranks; each layer's input range (min/max, then a histogram) is reduced over the ranks, so
+// any rank count chooses the same scales for the same samples. Rank 0 writes the int8 file
+// (train/int8_weights.hpp). `trellis eval` and `trellis generate` run it.
+#pragma once
+
+#include "trellis/core/log.hpp"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+
+namespace trellis {
+
+struct QuantizeOptions {
+  std::string weights, calib, out;
+  std::string method = "entropy";  // minmax | percentile | entropy
+  double percentile = 99.99;       // percentile: the share of |x| kept unclipped, in percent
+  std::int64_t batches = 8;        // calibration batches (over all ranks)
+  std::int64_t batch = 256;        // samples per batch
+};
+
+// Collective over world; errors reach every rank (run_agreed).
+void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logger& log);
+
+}  // namespace trellis

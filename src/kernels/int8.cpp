@@ -1,0 +1,283 @@
+#include "trellis/kernels/int8.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/core/host_simd.hpp"
+#include "trellis/core/kernel_label.hpp"
+
+#if TRELLIS_HAVE_ONEDNN && !defined(TRELLIS_ENABLE_CUDA)
+#define TRELLIS_INT8_ONEDNN 1
+#include <dnnl.hpp>
+#else
+#define TRELLIS_INT8_ONEDNN 0
+#endif
+
+#include <cmath>
+#include <vector>
+
+namespace trellis::kernels {
+
+namespace {
+
+KOKKOS_INLINE_FUNCTION int clamp_int(int v, int lo, int hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+// round(v) to nearest, ties to even (the default rounding mode), as an int.
+KOKKOS_INLINE_FUNCTION int round_even(float v) { return static_cast<int>(rintf(v)); }
+
+KOKKOS_INLINE_FUNCTION float apply(Activation f, float z) {
+  if (f == Activation::relu) return z > 0.0f ? z : 0.0f;
+  if (f == Activation::gelu) return 0.5f * z * (1.0f + erff(z * 0.70710678118654752f));
+  return z;
+}
+
+// 1.5 * 2^23: adding and subtracting it rounds a float of magnitude below 2^22 to an integer,
+// to nearest with ties to even (the default rounding mode), in two vectorisable additions
+// (rintf is a libm call on baseline x86-64).
+constexpr float kRoundToInteger = 12582912.0f;
+
+// The host body of quantize(): clamp in the float domain first, so the rounding trick and the
+// conversion only see values in [qmin - z, qmax - z].
+TRELLIS_HOST_CLONES
+void quantize_host(const float* __restrict x, std::int64_t n, float inverse, float lo, float hi,
+                   int zero, std::uint8_t* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    float v = x[i] * inverse;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    v = (v + kRoundToInteger) - kRoundToInteger;
+    out[i] = static_cast<std::uint8_t>(static_cast<int>(v) + zero);
+  }
+}
+
+template <class From, class To>
+void copy_into(const From& from, const To& to) {
+  Kokkos::deep_copy(to, from);
+}
+
+}  // namespace
+
+const char* quant_type_name(QuantType type) { return type == QuantType::u8 ? "u8" : "s8"; }
+
+void quantize(ConstVector x, const ActivationQuant& q, ByteView out) {
+  TRELLIS_REQUIRE(out.extent(0) >= x.extent(0), "quantize: " + std::to_string(x.extent(0)) +
+                                                    " values into " +
+                                                    std::to_string(out.extent(0)) + " bytes");
+  TRELLIS_REQUIRE(q.scale > 0.0f, "quantize: scale must be positive");
+  const float inverse = 1.0f / q.scale;
+  if constexpr (kHostMemory) {
+    quantize_host(x.data(), static_cast<std::int64_t>(x.extent(0)), inverse,
+                  static_cast<float>(q.qmin() - q.zero_point),
+                  static_cast<float>(q.qmax() - q.zero_point), q.zero_point, out.data());
+    return;
+  }
+  const ActivationQuant quant = q;
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::int8::quantize"), Range(0, x.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t e) {
+        const int v =
+            clamp_int(round_even(x(e) * inverse) + quant.zero_point, quant.qmin(), quant.qmax());
+        out(e) = static_cast<std::uint8_t>(v & 0xff);  // s8: the two's complement bits
+      });
+}
+
+void dequantize(ConstByteVector q, const ActivationQuant& quant, Vector x) {
+  require_same_shape(q, x, "dequantize");
+  const ActivationQuant p = quant;
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::int8::dequantize"), Range(0, x.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t e) {
+        const int v = p.type == QuantType::u8 ? static_cast<int>(q(e))
+                                              : static_cast<int>(static_cast<std::int8_t>(q(e)));
+        x(e) = p.scale * static_cast<float>(v - p.zero_point);
+      });
+}
+
+void quantize_weights(ConstVector w, std::size_t rows, std::size_t cols, Int8View q,
+                      Vector scales) {
+  TRELLIS_REQUIRE(
+      w.extent(0) == rows * cols && q.extent(0) == rows * cols && scales.extent(0) == rows,
+      "quantize_weights: w " + extents_string(w) + ", q " + extents_string(q) + ", scales " +
+          extents_string(scales) + " for [" + std::to_string(rows) + ", " + std::to_string(cols) +
+          "]");
+  const auto c = static_cast<std::int64_t>(cols);
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::int8::quantize_weights"),
+      Range(0, static_cast<std::int64_t>(rows)), KOKKOS_LAMBDA(const std::int64_t r) {
+        float largest = 0.0f;
+        for (std::int64_t k = 0; k < c; ++k) largest = fmaxf(largest, fabsf(w(r * c + k)));
+        const float scale = largest > 0.0f ? largest / 127.0f : 1.0f;
+        scales(r) = scale;
+        for (std::int64_t k = 0; k < c; ++k)
+          q(r * c + k) =
+              static_cast<std::int8_t>(clamp_int(round_even(w(r * c + k) / scale), -127, 127));
+      });
+}
+
+#if TRELLIS_INT8_ONEDNN
+// One matmul primitive per batch size (a model meets two: the batch and a last partial one),
+// created at first use with every constant fused in: output scales s * s_w[o], the input's
+// zero point, the bias and the activation. The weights are read in place as the [in, out]
+// matrix W^T (strides 1, in): no transposed copy.
+struct Int8Linear::Onednn {
+  struct Plan {
+    dnnl::matmul primitive;
+    dnnl::memory src, weights, bias, dst;
+  };
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::map<int, Plan> plans;
+
+  Plan& plan(const Int8Linear& layer, int n) {
+    auto it = plans.find(n);
+    if (it != plans.end()) return it->second;
+    using dt = dnnl::memory::data_type;
+    using dims = dnnl::memory::dims;
+    const dnnl::memory::dim m = n, k = layer.in_, o = layer.out_;
+    const dt src_type = layer.input_.type == QuantType::u8 ? dt::u8 : dt::s8;
+    const dnnl::memory::desc src_md({m, k}, src_type, dims{k, 1});
+    const dnnl::memory::desc weights_md({k, o}, dt::s8, dims{1, k});
+    const dnnl::memory::desc bias_md({1, o}, dt::f32, dims{o, 1});
+    const dnnl::memory::desc dst_md({m, o}, dt::f32, dims{o, 1});
+    dnnl::primitive_attr attr;
+    const auto scales_host = Kokkos::create_mirror_view_and_copy(HostSpace(), layer.scales_);
+    attr.set_output_scales(1 << 1,
+                           std::vector<float>(scales_host.data(), scales_host.data() + layer.out_));
+    if (layer.input_.zero_point != 0)
+      attr.set_zero_points(DNNL_ARG_SRC, 0, {layer.input_.zero_point});
+    // The bias as a binary post-op: the matmul's own bias would be added before the output
+    // scales in oneDNN 2.x int8, that is scaled with the sums.
+    dnnl::post_ops ops;
+    ops.append_binary(dnnl::algorithm::binary_add, bias_md);
+    if (layer.activation_ != Activation::none) {
+      ops.append_eltwise(1.0f,
+                         layer.activation_ == Activation::relu ? dnnl::algorithm::eltwise_relu
+                                                               : dnnl::algorithm::eltwise_gelu_erf,
+                         0.0f, 0.0f);
+    }
+    attr.set_post_ops(ops);
+    try {
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, weights_md, dst_md), attr,
+                                            engine);
+      Plan p;
+      p.primitive = dnnl::matmul(pd);
+      p.src = dnnl::memory(src_md, engine, DNNL_MEMORY_NONE);
+      p.weights = dnnl::memory(weights_md, engine, layer.weights_.data());
+      p.bias = dnnl::memory(bias_md, engine, layer.bias_.data());
+      p.dst = dnnl::memory(dst_md, engine, DNNL_MEMORY_NONE);
+      return plans.emplace(n, std::move(p)).first->second;
+    } catch (const dnnl::error& e) {
+      throw Error("oneDNN has no " + std::string(quant_type_name(layer.input_.type)) +
+                  " x s8 matmul for layer " + layer.name_ + " [" + std::to_string(n) + ", " +
+                  std::to_string(k) + "] x [" + std::to_string(k) + ", " + std::to_string(o) +
+                  "]: " + e.what());
+    }
+  }
+};
+
+bool int8_onednn_available() {
+  static const bool available = [] {
+    try {
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      using dt = dnnl::memory::data_type;
+      const dnnl::memory::desc a({1, 1}, dt::u8, dnnl::memory::dims{1, 1});
+      const dnnl::memory::desc b({1, 1}, dt::s8, dnnl::memory::dims{1, 1});
+      const dnnl::memory::desc c({1, 1}, dt::f32, dnnl::memory::dims{1, 1});
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
+}
+#else
+struct Int8Linear::Onednn {};
+bool int8_onednn_available() { return false; }
+#endif
+
+Int8Linear::Int8Linear(const std::string& name, int in, int out, ConstInt8Vector weights,
+                       ConstVector weight_scales, ConstVector bias, const ActivationQuant& input,
+                       Activation f, Int8Backend backend)
+    : name_(name),
+      in_(in),
+      out_(out),
+      weights_("trellis::int8::" + name + ".weights", static_cast<std::size_t>(in) * out),
+      scales_("trellis::int8::" + name + ".scales", static_cast<std::size_t>(out)),
+      bias_("trellis::int8::" + name + ".bias", static_cast<std::size_t>(out)),
+      input_(input),
+      activation_(f) {
+  TRELLIS_REQUIRE(weights.extent(0) == weights_.extent(0) &&
+                      weight_scales.extent(0) == scales_.extent(0) &&
+                      bias.extent(0) == bias_.extent(0),
+                  "int8 linear " + name + ": weights " + extents_string(weights) + ", scales " +
+                      extents_string(weight_scales) + ", bias " + extents_string(bias) + " for [" +
+                      std::to_string(out) + ", " + std::to_string(in) + "]");
+  copy_into(weights, weights_);
+  copy_into(bias, bias_);
+  const FloatView scales = scales_;
+  const float input_scale = input.scale;
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::int8::output_scales"), Range(0, out),
+      KOKKOS_LAMBDA(const std::int64_t o) { scales(o) = input_scale * weight_scales(o); });
+  if (backend == Int8Backend::onednn && !int8_onednn_available())
+    throw Error("int8 linear " + name + ": this build has no oneDNN int8 matmul on this CPU");
+  if (backend != Int8Backend::reference && int8_onednn_available())
+    onednn_ = std::make_unique<Onednn>();
+}
+
+Int8Linear::~Int8Linear() = default;
+
+void Int8Linear::forward(ConstByteVector xq, int n, Matrix y) {
+  TRELLIS_REQUIRE(xq.extent(0) >= static_cast<std::size_t>(n) * in_ &&
+                      y.extent(0) == static_cast<std::size_t>(n) &&
+                      y.extent(1) == static_cast<std::size_t>(out_),
+                  "int8 linear " + name_ + ": input " + extents_string(xq) + " output " +
+                      extents_string(y) + " for n = " + std::to_string(n));
+  if (n == 0) return;
+#if TRELLIS_INT8_ONEDNN
+  if (onednn_) {
+    Onednn::Plan& plan = onednn_->plan(*this, n);
+    plan.src.set_data_handle(const_cast<std::uint8_t*>(xq.data()));  // oneDNN: not const-correct
+    plan.dst.set_data_handle(y.data());
+    dnnl_exec_arg_t args[4] = {
+        {DNNL_ARG_SRC, plan.src.get()},
+        {DNNL_ARG_WEIGHTS, plan.weights.get()},
+        {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, plan.bias.get()},
+        {DNNL_ARG_DST, plan.dst.get()}};
+    const dnnl_status_t status =
+        dnnl_primitive_execute(plan.primitive.get(), onednn_->stream.get(), 4, args);
+    if (status != dnnl_success)
+      throw Error("oneDNN int8 matmul of layer " + name_ + " failed with status " +
+                  std::to_string(static_cast<int>(status)));
+    return;
+  }
+#endif
+  forward_reference(xq, n, y);
+}
+
+void Int8Linear::forward_reference(ConstByteVector xq, int n, Matrix y) const {
+  const ConstInt8Vector w = weights_;
+  const ConstVector scales = scales_, bias = bias_;
+  const std::int64_t in = in_, out = out_;
+  const bool is_unsigned = input_.type == QuantType::u8;
+  const int zero = input_.zero_point;
+  const Activation f = activation_;
+  // One (row, output) pair per iteration; the k loop is contiguous in both operands.
+  using Tiles = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::int8::linear_reference"),
+      Tiles({0, 0}, {static_cast<std::int64_t>(n), out}),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t o) {
+        std::int32_t sum = 0;
+        for (std::int64_t k = 0; k < in; ++k) {
+          const std::uint8_t byte = xq(i * in + k);
+          const int x = is_unsigned ? static_cast<int>(byte)
+                                    : static_cast<int>(static_cast<std::int8_t>(byte));
+          sum += (x - zero) * static_cast<int>(w(o * in + k));
+        }
+        y(i, o) = apply(f, static_cast<float>(sum) * scales(o) + bias(o));
+      });
+}
+
+}  // namespace trellis::kernels

@@ -1,0 +1,134 @@
+#include "trellis/train/quantize.hpp"
+
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/comm/mpi_comm.hpp"
+#include "trellis/core/error.hpp"
+#include "trellis/core/format.hpp"
+#include "trellis/nn/linear.hpp"
+#include "trellis/nn/quantization.hpp"
+#include "trellis/train/agreement.hpp"
+#include "trellis/train/batch_buffers.hpp"
+#include "trellis/train/config.hpp"
+#include "trellis/train/data_factory.hpp"
+#include "trellis/train/int8_weights.hpp"
+#include "trellis/train/model_factory.hpp"
+#include "trellis/train/train_config.hpp"
+#include "trellis/train/weights_file.hpp"
+
+#include <sys/stat.h>
+#include <algorithm>
+
+namespace trellis {
+
+namespace {
+
+// Runs the model forward (inference) on this rank's share of the calibration samples.
+void forward_over(nn::Model& model, EvalSource& data, BatchBuffers& buffers, std::int64_t samples,
+                  std::int64_t batch) {
+  for (std::int64_t first = 0; first < samples; first += batch) {
+    const std::int64_t count = std::min(batch, samples - first);
+    data.load(first, count, buffers);
+    buffers.upload(count);
+    nn::ModelInput input;
+    if (model.takes_tokens())
+      input.tokens = buffers.token_rows(0, count);
+    else
+      input.features = buffers.feature_rows(0, count);
+    nn::StepContext ctx;
+    ctx.training = false;
+    model.forward(input, static_cast<int>(count), ctx);
+  }
+}
+
+std::int64_t file_bytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : -1;
+}
+
+}  // namespace
+
+void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logger& log) {
+  MpiComm comm = MpiComm::duplicate(world);
+  int rank = 0;
+  TRELLIS_MPI(MPI_Comm_rank(comm.get(), &rank));
+  TrainConfig config;
+  nn::CalibrationMethod method = nn::CalibrationMethod::entropy;
+  std::unique_ptr<EvalSource> data;
+  run_agreed(comm.get(), log, [&] {
+    method = nn::parse_calibration_method(options.method);
+    if (!(options.percentile > 0 && options.percentile <= 100))
+      throw ConfigError("quantize --percentile " + format_text("%g", options.percentile) +
+                        ": must be in (0, 100]");
+    if (options.batches < 1 || options.batch < 1)
+      throw ConfigError("quantize --batches and --batch must be >= 1");
+    if (is_int8_weights(options.weights))
+      throw ConfigError(options.weights + " is already an int8 model; quantize its fp32 weights");
+    config = TrainConfig::from(RawConfig::parse_text(
+        read_weights_config(options.weights), "the config stored in " + options.weights, {}));
+    // The first batches x batch samples of DATA, split over the ranks: the same samples,
+    // hence the same scales, for any rank count.
+    config.train.eval_max_samples = options.batches * options.batch;
+    data = open_eval_source(config, options.calib, comm, options.batch);
+  });
+  nn::ParameterStore store;
+  std::unique_ptr<nn::Model> model;
+  std::vector<nn::Linear*> linears;
+  run_agreed(comm.get(), log, [&] {
+    model = build_model(config.model, data->shape(), options.batch, store, nullptr);
+    store.finalize(config.train.seed);
+    load_weights(options.weights, store, model->buffers());
+    linears = nn::quantizable_linears(*model);
+    if (linears.empty())
+      throw ConfigError(options.weights + ": the model has no Linear layers to quantize");
+  });
+  const std::int64_t share = data->local_samples();
+  const long long calibrated = data->total_samples();
+  BatchBuffers buffers(options.batch, data->shape().feature_numel, data->shape().seq_len);
+  std::vector<nn::ActivationObserver> observers(linears.size());
+  for (std::size_t i = 0; i < linears.size(); ++i) linears[i]->set_input_observer(&observers[i]);
+  run_agreed(comm.get(), log, [&] { forward_over(*model, *data, buffers, share, options.batch); });
+  // Ranges agreed over the ranks, then (percentile, entropy) the histograms summed.
+  std::vector<float> lows(linears.size()), highs(linears.size());
+  for (std::size_t i = 0; i < linears.size(); ++i)
+    lows[i] = observers[i].min(), highs[i] = observers[i].max();
+  const int layers = static_cast<int>(linears.size());
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, lows.data(), layers, MPI_FLOAT, MPI_MIN, comm.get()));
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, highs.data(), layers, MPI_FLOAT, MPI_MAX, comm.get()));
+  for (std::size_t i = 0; i < linears.size(); ++i) observers[i].start_histogram(lows[i], highs[i]);
+  if (method != nn::CalibrationMethod::minmax) {
+    run_agreed(comm.get(), log,
+               [&] { forward_over(*model, *data, buffers, share, options.batch); });
+    for (nn::ActivationObserver& o : observers)
+      TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, o.histogram().data(), nn::ActivationObserver::kBins,
+                                MPI_DOUBLE, MPI_SUM, comm.get()));
+  }
+  for (nn::Linear* linear : linears) linear->set_input_observer(nullptr);
+
+  std::vector<nn::Int8Layer> quantized;
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    const kernels::ActivationQuant input = observers[i].choose(method, options.percentile);
+    quantized.push_back(nn::quantize_linear(*linears[i], store, input));
+    log.info(format_text(
+        "quantize: %-22s [%lld, %lld] input %s range [%.4g, %.4g], scale %.4g "
+        "(clips at %.4g)",
+        linears[i]->name().c_str(), static_cast<long long>(quantized.back().out),
+        static_cast<long long>(quantized.back().in), kernels::quant_type_name(input.type), lows[i],
+        highs[i], static_cast<double>(input.scale),
+        static_cast<double>(input.scale) * (input.type == kernels::QuantType::u8 ? 255.0 : 127.0)));
+  }
+  const std::string calibration =
+      std::string(nn::calibration_method_name(method)) +
+      (method == nn::CalibrationMethod::percentile ? format_text(" %g", options.percentile) : "") +
+      format_text(" on %lld samples of ", calibrated) + options.calib;
+  run_agreed(comm.get(), log, [&] {
+    if (rank == 0)
+      write_int8_weights(options.out, store, model->buffers(), quantized, config.to_ini(),
+                         calibration);
+  });
+  log.info(format_text("quantize: %s -> %s: %zu Linear layers int8 (%s); %lld -> %lld bytes",
+                       options.weights.c_str(), options.out.c_str(), quantized.size(),
+                       calibration.c_str(), static_cast<long long>(file_bytes(options.weights)),
+                       static_cast<long long>(file_bytes(options.out))));
+}
+
+}  // namespace trellis

@@ -1,0 +1,200 @@
+// Int8 kernels: quantization round trips within half a step, per-row weight scales, and the
+// int8 linear (oneDNN where the build has it) against the reference kernel and exact sums.
+#include "catch.hpp"
+#include "test_nn_util.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/kernels/int8.hpp"
+#include "trellis/nn/quantization.hpp"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace trellis;
+using namespace trellis::test;
+using kernels::ActivationQuant;
+using kernels::QuantType;
+
+namespace {
+
+std::vector<std::uint8_t> bytes_of(const kernels::ByteView& v) {
+  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), v);
+  return std::vector<std::uint8_t>(host.data(), host.data() + host.extent(0));
+}
+
+kernels::ByteView byte_view(const std::vector<std::uint8_t>& values) {
+  kernels::ByteView v("bytes", values.size());
+  const auto host = Kokkos::create_mirror_view(HostSpace(), v);
+  for (std::size_t i = 0; i < values.size(); ++i) host(i) = values[i];
+  Kokkos::deep_copy(v, host);
+  return v;
+}
+
+int value_of(std::uint8_t byte, QuantType type) {
+  return type == QuantType::u8 ? byte : static_cast<std::int8_t>(byte);
+}
+
+}  // namespace
+
+TEST_CASE("activation quantization round-trips within half a step and clamps", "[int8]") {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uniform(-3.0f, 5.0f);
+  std::vector<float> x(5000);
+  for (float& v : x) v = uniform(rng);
+  for (const QuantType type : {QuantType::u8, QuantType::s8}) {
+    ActivationQuant q;
+    q.type = type;
+    q.scale = 0.02f;
+    q.zero_point = type == QuantType::u8 ? 100 : 0;
+    const float lo = q.scale * static_cast<float>(q.qmin() - q.zero_point);
+    const float hi = q.scale * static_cast<float>(q.qmax() - q.zero_point);
+    kernels::ByteView bytes("q", x.size());
+    kernels::quantize(to_device("x", x), q, bytes);
+    const FloatView back("back", x.size());
+    kernels::dequantize(bytes, q, back);
+    const std::vector<float> y = to_host(back);
+    const std::vector<std::uint8_t> b = bytes_of(bytes);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const int v = value_of(b[i], type);
+      CHECK(v >= q.qmin());
+      CHECK(v <= q.qmax());
+      if (x[i] >= lo && x[i] <= hi)
+        CHECK(std::fabs(y[i] - x[i]) <= 0.5f * q.scale * (1 + 1e-5f));
+      else
+        CHECK(y[i] == (x[i] < lo ? lo : hi));
+    }
+  }
+  // Ties go to even, as PyTorch's quantize_per_tensor: 0.5 -> 0, 1.5 -> 2, -2.5 -> -2.
+  ActivationQuant s8;
+  s8.type = QuantType::s8;
+  kernels::ByteView ties("ties", 3);
+  kernels::quantize(to_device("t", {0.5f, 1.5f, -2.5f}), s8, ties);
+  const std::vector<std::uint8_t> t = bytes_of(ties);
+  CHECK(value_of(t[0], QuantType::s8) == 0);
+  CHECK(value_of(t[1], QuantType::s8) == 2);
+  CHECK(value_of(t[2], QuantType::s8) == -2);
+}
+
+TEST_CASE("weights quantize per row to max|w| / 127", "[int8]") {
+  const std::vector<float> w{0.5f, -1.27f, 0.01f, 0.0f, 0.0f, 0.0f, 2.54f, 1.0f, -0.02f};
+  kernels::Int8View q("q", 9);
+  const FloatView scales("scales", 3);
+  kernels::quantize_weights(to_device("w", w), 3, 3, q, scales);
+  const std::vector<float> s = to_host(scales);
+  CHECK(s[0] == Approx(0.01f));
+  CHECK(s[1] == 1.0f);  // an all-zero (pruned) row
+  CHECK(s[2] == Approx(0.02f));
+  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), q);
+  const std::vector<int> expected{50, -127, 1, 0, 0, 0, 127, 50, -1};
+  for (std::size_t i = 0; i < 9; ++i) CHECK(static_cast<int>(host(i)) == expected[i]);
+}
+
+TEST_CASE("int8 linear: oneDNN equals the reference and the exact sums", "[int8]") {
+  std::mt19937 rng(5);
+  const int in = 67, out = 19;
+  std::uniform_int_distribution<int> weight(-127, 127);
+  std::vector<std::int8_t> w(static_cast<std::size_t>(in * out));
+  for (auto& v : w) v = static_cast<std::int8_t>(weight(rng));
+  kernels::Int8View wq("w", w.size());
+  {
+    const auto host = Kokkos::create_mirror_view(HostSpace(), wq);
+    for (std::size_t i = 0; i < w.size(); ++i) host(i) = w[i];
+    Kokkos::deep_copy(wq, host);
+  }
+  std::vector<float> ws(out), b(out);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (int o = 0; o < out; ++o)
+    ws[o] = 0.001f * (1.0f + static_cast<float>(o)), b[o] = uniform(rng);
+  const FloatView wsd = to_device("ws", ws), bd = to_device("b", b);
+  INFO("oneDNN int8 matmul available: " << kernels::int8_onednn_available());
+  for (const QuantType type : {QuantType::u8, QuantType::s8})
+    for (const kernels::Activation f :
+         {kernels::Activation::none, kernels::Activation::relu, kernels::Activation::gelu})
+      for (const int n : {1, 7, 64}) {
+        ActivationQuant q;
+        q.type = type;
+        q.scale = 0.05f;
+        q.zero_point = type == QuantType::u8 ? 37 : 0;
+        std::uniform_int_distribution<int> value(q.qmin(), q.qmax());
+        std::vector<std::uint8_t> x(static_cast<std::size_t>(n * in));
+        for (auto& v : x) v = static_cast<std::uint8_t>(value(rng) & 0xff);
+        const kernels::ByteView xq = byte_view(x);
+        kernels::Int8Linear fast("fast", in, out, wq, wsd, bd, q, f);
+        kernels::Int8Linear reference("ref", in, out, wq, wsd, bd, q, f,
+                                      kernels::Int8Backend::reference);
+        CHECK(fast.uses_onednn() == kernels::int8_onednn_available());
+        const FloatView y1("y1", static_cast<std::size_t>(n * out)),
+            y2("y2", static_cast<std::size_t>(n * out));
+        fast.forward(xq, n, as_matrix(y1, n, out));
+        reference.forward(xq, n, as_matrix(y2, n, out));
+        const std::vector<float> a = to_host(y1), r = to_host(y2);
+        for (int i = 0; i < n; ++i)
+          for (int o = 0; o < out; ++o) {
+            long long sum = 0;
+            for (int k = 0; k < in; ++k)
+              sum += static_cast<long long>(value_of(x[i * in + k], type) - q.zero_point) *
+                     w[static_cast<std::size_t>(o * in + k)];
+            double z = static_cast<double>(sum) * q.scale * ws[o] + b[o];
+            if (f == kernels::Activation::relu) z = z > 0 ? z : 0;
+            if (f == kernels::Activation::gelu) z = 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+            const std::size_t e = static_cast<std::size_t>(i * out + o);
+            CHECK(r[e] == Approx(z).epsilon(1e-5).margin(1e-5));
+            CHECK(a[e] == Approx(r[e]).epsilon(1e-5).margin(1e-5));
+          }
+      }
+}
+
+namespace {
+
+// An observer fed x in two passes, as calibration does on one rank.
+nn::ActivationObserver observed(const std::vector<float>& x) {
+  nn::ActivationObserver o;
+  const FloatView d = to_device("x", x);
+  o.observe(d);
+  o.start_histogram(o.min(), o.max());
+  o.observe(d);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("calibration thresholds on known distributions", "[int8][calibration]") {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> gauss(400000);
+  for (float& v : gauss) v = normal(rng);
+  gauss[17] = 20.0f;  // one outlier far out (the histogram still resolves the bulk)
+  const nn::ActivationObserver g = observed(gauss);
+  CHECK(g.min() < 0);
+  const double width = g.range() / nn::ActivationObserver::kBins;
+  const kernels::ActivationQuant minmax = g.choose(nn::CalibrationMethod::minmax);
+  CHECK(minmax.type == QuantType::s8);
+  CHECK(minmax.scale == Approx(20.0 / 127));
+  // P(|x| < t) = 0.99 at t = 2.5758 for a standard normal; the histogram resolves 20/2048.
+  const kernels::ActivationQuant p99 = g.choose(nn::CalibrationMethod::percentile, 99.0);
+  // One bin of resolution plus ~4 standard errors of the sample quantile (0.005 here).
+  CHECK(p99.scale * 127 == Approx(2.5758).margin(width + 0.02));
+  // The outlier costs entropy calibration nothing: its threshold stays in the bulk.
+  const kernels::ActivationQuant kl = g.choose(nn::CalibrationMethod::entropy);
+  INFO("entropy threshold " << kl.scale * 127);
+  CHECK(kl.scale * 127 > 2.0);
+  CHECK(kl.scale * 127 < 8.0);
+
+  // Uniform [0, 1], never negative: u8, and nothing worth clipping (the KL minimum is at the
+  // whole range, up to a few bins).
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  std::vector<float> flat(200000);
+  for (float& v : flat) v = uniform(rng);
+  const nn::ActivationObserver u = observed(flat);
+  const kernels::ActivationQuant ku = u.choose(nn::CalibrationMethod::entropy);
+  CHECK(ku.type == QuantType::u8);
+  CHECK(ku.zero_point == 0);
+  CHECK(ku.scale * 255 == Approx(u.max()).epsilon(0.03));
+  CHECK(u.choose(nn::CalibrationMethod::minmax).scale == Approx(u.max() / 255.0));
+
+  // The thresholds on hand-made histograms: percentile counts whole bins.
+  CHECK(nn::percentile_threshold({1, 1, 1, 1}, 0.5, 50.0) == 1.0);
+  CHECK(nn::percentile_threshold({0, 0, 0, 0}, 0.5, 50.0) == 0.0);
+  CHECK_THROWS_AS(nn::parse_calibration_method("mse"), ConfigError);
+}
