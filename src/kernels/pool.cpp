@@ -106,6 +106,25 @@ void global_avgpool_forward(ConstMatrix x, int plane, Matrix y) {
       });
 }
 
+void global_avgpool_forward_channels_last(ConstMatrix x, int plane, Matrix y) {
+  TRELLIS_REQUIRE(plane > 0 && x.extent(0) == y.extent(0) &&
+                      x.extent(1) == y.extent(1) * static_cast<std::size_t>(plane),
+                  "global_avgpool_forward_channels_last: input " + extents_string(x) + ", output " +
+                      extents_string(y) + ", plane " + std::to_string(plane));
+  const std::int64_t pl = plane, channels = static_cast<std::int64_t>(y.extent(1));
+  const float inv = 1.0f / static_cast<float>(plane);
+  // One (image, channel) per iteration; consecutive channels read consecutive floats.
+  using Tiles = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::avgpool::fwd_nhwc"),
+      Tiles({0, 0}, {static_cast<std::int64_t>(y.extent(0)), channels}),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t c) {
+        float sum = 0.0f;
+        for (std::int64_t q = 0; q < pl; ++q) sum += x(i, q * channels + c);
+        y(i, c) = sum * inv;
+      });
+}
+
 void global_avgpool_backward(ConstMatrix dy, int plane, Matrix dx) {
   TRELLIS_REQUIRE(plane > 0 && dx.extent(0) == dy.extent(0) &&
                       dx.extent(1) == dy.extent(1) * static_cast<std::size_t>(plane),

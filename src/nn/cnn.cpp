@@ -7,6 +7,8 @@
 #include "trellis/nn/pool.hpp"
 #include "trellis/nn/residual.hpp"
 
+#include <algorithm>
+
 namespace trellis::nn {
 
 void validate(const CnnSpec& spec) {
@@ -44,7 +46,7 @@ void validate(const CnnSpec& spec) {
 }
 
 Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
-    : spec_(spec), layers_(store) {
+    : spec_(spec), prefix_(prefix), layers_(store) {
   validate(spec);
   const int cap = spec.capacity;
   const MpiComm* sync = spec.sync_bn ? spec.dp : nullptr;
@@ -118,6 +120,35 @@ std::string Cnn::describe() const {
   }
   if (spec_.sync_bn && spec_.dp != nullptr) text += " sync-bn";
   return text;
+}
+
+std::vector<std::pair<std::string, std::string>> Cnn::conv_batchnorm_pairs() const {
+  std::vector<std::pair<std::string, std::string>> pairs{
+      {prefix_ + "stem.conv", prefix_ + "stem.bn"}};
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const auto* block = dynamic_cast<const BasicBlock*>(&layers_[i]);
+    if (block == nullptr) continue;
+    const std::string& b = block->name();
+    pairs.push_back({b + ".conv1", b + ".bn1"});
+    pairs.push_back({b + ".conv2", b + ".bn2"});
+    if (block->has_projection()) pairs.push_back({b + ".shortcut.conv", b + ".shortcut.bn"});
+  }
+  return pairs;
+}
+
+void Cnn::int8_attached() {
+  std::vector<Conv2d*> convs;
+  GlobalAvgPool* pool = nullptr;
+  for_each_layer([&](Layer& layer) {
+    if (auto* conv = dynamic_cast<Conv2d*>(&layer)) convs.push_back(conv);
+    if (auto* p = dynamic_cast<GlobalAvgPool*>(&layer)) pool = p;
+  });
+  if (convs.empty() || pool == nullptr ||
+      !std::all_of(convs.begin(), convs.end(),
+                   [](const Conv2d* c) { return c->int8() != nullptr; }))
+    return;
+  for (Conv2d* conv : convs) conv->int8()->set_channels_last(conv != convs.front(), true);
+  pool->set_channels_last(true);
 }
 
 std::vector<PrunableUnits> Cnn::prunable_units() const {

@@ -61,10 +61,15 @@ GlobalAvgPool::GlobalAvgPool(const std::string& name, int channels, int height, 
       plane_(height * width) {}
 
 void GlobalAvgPool::forward(ConstMatrix input, int n, const StepContext&) {
-  kernels::global_avgpool_forward(begin_forward(input, n), plane_, output_rows(n));
+  if (channels_last_)
+    kernels::global_avgpool_forward_channels_last(begin_forward(input, n), plane_, output_rows(n));
+  else
+    kernels::global_avgpool_forward(begin_forward(input, n), plane_, output_rows(n));
 }
 
 void GlobalAvgPool::backward(ConstMatrix output_grad, int n) {
+  if (channels_last_)
+    throw Error("layer \"" + name() + "\": channels-last pooling is for inference only");
   kernels::global_avgpool_backward(begin_backward(output_grad, n), plane_, input_grad_rows(n));
 }
 

@@ -1,6 +1,8 @@
 #include "trellis/nn/quantization.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/nn/batchnorm.hpp"
+#include "trellis/nn/conv2d.hpp"
 #include "trellis/nn/linear.hpp"
 
 #include <algorithm>
@@ -115,9 +117,14 @@ double kl_divergence(std::vector<double> p, std::vector<double> q) {
 
 }  // namespace
 
-double entropy_threshold(const std::vector<double>& bins, double width, int levels) {
-  const std::size_t n = bins.size(), l = static_cast<std::size_t>(levels);
+double entropy_threshold(const std::vector<double>& histogram, double width, int levels) {
+  const std::size_t n = histogram.size(), l = static_cast<std::size_t>(levels);
   if (n <= l) return static_cast<double>(n) * width;
+  // The zero bin counts as its neighbour (NVIDIA pytorch-quantization's entropy calibrator):
+  // after a ReLU it holds most of the mass, all of it exactly representable, and would
+  // otherwise pull the threshold down until the tail is clipped hard.
+  std::vector<double> bins = histogram;
+  bins[0] = bins[1];
   double best_kl = std::numeric_limits<double>::infinity();
   std::size_t best = n;
   std::vector<double> p, q;
@@ -148,62 +155,153 @@ double entropy_threshold(const std::vector<double>& bins, double width, int leve
   return static_cast<double>(best) * width;
 }
 
-std::vector<Linear*> quantizable_linears(Model& model) {
-  std::vector<Linear*> linears;
+std::vector<Layer*> quantizable_layers(Model& model) {
+  std::vector<Layer*> layers;
   model.for_each_layer([&](Layer& layer) {
-    if (auto* linear = dynamic_cast<Linear*>(&layer)) linears.push_back(linear);
+    if (dynamic_cast<Linear*>(&layer) != nullptr || dynamic_cast<Conv2d*>(&layer) != nullptr)
+      layers.push_back(&layer);
   });
-  return linears;
+  return layers;
 }
 
-Int8Layer quantize_linear(const Linear& layer, const ParameterStore& store,
-                          const kernels::ActivationQuant& input) {
+void set_input_observer(Layer& layer, ActivationObserver* observer) {
+  if (auto* linear = dynamic_cast<Linear*>(&layer)) linear->set_input_observer(observer);
+  if (auto* conv = dynamic_cast<Conv2d*>(&layer)) conv->set_input_observer(observer);
+}
+
+namespace {
+
+std::vector<float> host_values(kernels::ConstVector x) {
+  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), x);
+  return std::vector<float>(host.data(), host.data() + host.extent(0));
+}
+
+FloatView device_values(const std::string& label, const std::vector<float>& values) {
+  FloatView v(label, values.size());
+  const auto host = Kokkos::create_mirror_view(HostSpace(), v);
+  std::copy(values.begin(), values.end(), host.data());
+  Kokkos::deep_copy(v, host);
+  return v;
+}
+
+// Symmetric per-row quantization of w [rows, numel / rows] into q.
+void quantize_rows(const std::vector<float>& w, std::size_t rows, Int8Layer& q) {
+  const std::size_t cols = w.size() / rows;
+  const FloatView weights = device_values("trellis::quantize::w", w);
+  kernels::Int8View bytes("trellis::quantize::weight", w.size());
+  FloatView scales("trellis::quantize::scales", rows);
+  kernels::quantize_weights(weights, rows, cols, bytes, scales);
+  const auto b = Kokkos::create_mirror_view_and_copy(HostSpace(), bytes);
+  q.weight.assign(b.data(), b.data() + b.extent(0));
+  q.weight_scale = host_values(scales);
+}
+
+}  // namespace
+
+Int8Layer quantize_layer(const Layer& layer, const ParameterStore& store,
+                         const kernels::ActivationQuant& input, const BatchNorm2d* norm) {
   Int8Layer q;
   q.name = layer.name();
-  q.out = layer.out_features();
-  q.in = layer.in_features();
   q.input = input;
-  const auto rows = static_cast<std::size_t>(q.out), cols = static_cast<std::size_t>(q.in);
-  kernels::Int8View weight("trellis::quantize::weight", rows * cols);
-  FloatView scales("trellis::quantize::scales", rows);
-  kernels::quantize_weights(store.param_vector(layer.weight_index()), rows, cols, weight, scales);
-  const auto w = Kokkos::create_mirror_view_and_copy(HostSpace(), weight);
-  const auto s = Kokkos::create_mirror_view_and_copy(HostSpace(), scales);
-  q.weight.assign(w.data(), w.data() + w.extent(0));
-  q.weight_scale.assign(s.data(), s.data() + s.extent(0));
+  if (const auto* linear = dynamic_cast<const Linear*>(&layer)) {
+    if (norm != nullptr) throw Error("quantize: a BatchNorm cannot fold into Linear " + q.name);
+    q.weight_shape = {linear->out_features(), linear->in_features()};
+    quantize_rows(host_values(store.param_vector(linear->weight_index())),
+                  static_cast<std::size_t>(linear->out_features()), q);
+    return q;
+  }
+  const auto* conv = dynamic_cast<const Conv2d*>(&layer);
+  if (conv == nullptr) throw Error("quantize: layer " + q.name + " is neither Linear nor Conv2d");
+  const kernels::ConvGeometry& g = conv->geometry();
+  const auto out = static_cast<std::size_t>(conv->out_channels());
+  q.weight_shape = {conv->out_channels(), g.channels, g.kernel, g.kernel};
+  std::vector<float> w = host_values(store.param_vector(conv->weight_index()));
+  q.bias = conv->bias_index() ? host_values(store.param_vector(*conv->bias_index()))
+                              : std::vector<float>(out, 0.0f);
+  if (norm != nullptr) {
+    if (static_cast<std::size_t>(norm->channels()) != out)
+      throw Error("quantize: BatchNorm " + norm->name() + " does not fit convolution " + q.name);
+    const std::vector<float> gamma = host_values(store.param_vector(norm->weight_index()));
+    const std::vector<float> beta = host_values(store.param_vector(norm->bias_index()));
+    const std::vector<float> mean = host_values(norm->running_mean());
+    const std::vector<float> var = host_values(norm->running_var());
+    const std::size_t per_channel = w.size() / out;
+    for (std::size_t o = 0; o < out; ++o) {
+      const double factor =
+          static_cast<double>(gamma[o]) /
+          std::sqrt(static_cast<double>(var[o]) + static_cast<double>(norm->eps()));
+      for (std::size_t e = 0; e < per_channel; ++e)
+        w[o * per_channel + e] = static_cast<float>(w[o * per_channel + e] * factor);
+      q.bias[o] = static_cast<float>(beta[o] + (q.bias[o] - static_cast<double>(mean[o])) * factor);
+    }
+    q.folded_norm = norm->name();
+  }
+  quantize_rows(w, out, q);
   return q;
 }
 
 void attach_int8(Model& model, const ParameterStore& store, const std::vector<Int8Layer>& layers,
                  kernels::Int8Backend backend) {
-  const std::vector<Linear*> linears = quantizable_linears(model);
+  const std::vector<Layer*> candidates = quantizable_layers(model);
+  std::vector<BatchNorm2d*> norms;
+  model.for_each_layer([&](Layer& layer) {
+    if (auto* norm = dynamic_cast<BatchNorm2d*>(&layer)) norms.push_back(norm);
+  });
   for (const Int8Layer& q : layers) {
-    const auto it = std::find_if(linears.begin(), linears.end(),
-                                 [&](const Linear* l) { return l->name() == q.name; });
-    if (it == linears.end())
-      throw Error("int8 layer '" + q.name + "': the model has no Linear of that name");
-    Linear& linear = **it;
-    if (linear.out_features() != q.out || linear.in_features() != q.in ||
-        q.weight.size() != static_cast<std::size_t>(q.out * q.in) ||
-        q.weight_scale.size() != static_cast<std::size_t>(q.out))
-      throw Error("int8 layer '" + q.name + "': [" + std::to_string(q.out) + ", " +
-                  std::to_string(q.in) + "] for a Linear of [" +
-                  std::to_string(linear.out_features()) + ", " +
-                  std::to_string(linear.in_features()) + "]");
+    const auto it = std::find_if(candidates.begin(), candidates.end(),
+                                 [&](const Layer* l) { return l->name() == q.name; });
+    if (it == candidates.end())
+      throw Error("int8 layer '" + q.name + "': the model has no Linear or Conv2d of that name");
+    std::int64_t numel = 1;
+    for (const std::int64_t d : q.weight_shape) numel *= d;
+    const auto out = static_cast<std::size_t>(q.out());
+    if (q.weight.size() != static_cast<std::size_t>(numel) || q.weight_scale.size() != out ||
+        (!q.bias.empty() && q.bias.size() != out))
+      throw Error("int8 layer '" + q.name + "': weights, scales and bias do not fit " +
+                  shape_string(q.weight_shape));
     kernels::Int8View weight("trellis::int8::weight", q.weight.size());
-    FloatView scales("trellis::int8::scales", q.weight_scale.size());
     {
       const auto w = Kokkos::create_mirror_view(HostSpace(), weight);
-      const auto s = Kokkos::create_mirror_view(HostSpace(), scales);
       std::copy(q.weight.begin(), q.weight.end(), w.data());
-      std::copy(q.weight_scale.begin(), q.weight_scale.end(), s.data());
       Kokkos::deep_copy(weight, w);
-      Kokkos::deep_copy(scales, s);
     }
-    linear.set_int8(std::make_unique<kernels::Int8Linear>(q.name, q.in, q.out, weight, scales,
-                                                          store.param_vector(linear.bias_index()),
-                                                          q.input, linear.activation(), backend));
+    const FloatView scales = device_values("trellis::int8::scales", q.weight_scale);
+    if (auto* linear = dynamic_cast<Linear*>(*it)) {
+      if (q.is_conv() || linear->out_features() != q.weight_shape[0] ||
+          linear->in_features() != q.weight_shape[1])
+        throw Error("int8 layer '" + q.name + "': " + shape_string(q.weight_shape) +
+                    " for a Linear of [" + std::to_string(linear->out_features()) + ", " +
+                    std::to_string(linear->in_features()) + "]");
+      linear->set_int8(std::make_unique<kernels::Int8Linear>(
+          q.name, linear->in_features(), linear->out_features(), weight, scales,
+          store.param_vector(linear->bias_index()), q.input, linear->activation(), backend));
+      continue;
+    }
+    auto* conv = dynamic_cast<Conv2d*>(*it);
+    const kernels::ConvGeometry& g = conv->geometry();
+    if (q.weight_shape != Shape{conv->out_channels(), g.channels, g.kernel, g.kernel})
+      throw Error("int8 layer '" + q.name + "': " + shape_string(q.weight_shape) +
+                  " for a convolution of " + std::to_string(conv->out_channels()) +
+                  " channels over " + g.describe());
+    const FloatView bias =
+        device_values("trellis::int8::bias",
+                      !q.bias.empty()      ? q.bias
+                      : conv->bias_index() ? host_values(store.param_vector(*conv->bias_index()))
+                                           : std::vector<float>(out, 0.0f));
+    conv->set_int8(std::make_unique<kernels::Int8Conv2d>(
+        q.name, g, conv->out_channels(), weight, scales, bias, q.input, kernels::Activation::none,
+        conv->capacity(), backend));
+    if (!q.folded_norm.empty()) {
+      const auto norm = std::find_if(norms.begin(), norms.end(), [&](const BatchNorm2d* n) {
+        return n->name() == q.folded_norm;
+      });
+      if (norm == norms.end())
+        throw Error("int8 layer '" + q.name + "': its folded BatchNorm '" + q.folded_norm +
+                    "' is not in the model");
+      (*norm)->set_folded(true);
+    }
   }
+  model.int8_attached();
 }
 
 }  // namespace trellis::nn

@@ -76,8 +76,8 @@ void evaluate_weights_command(MPI_Comm world, const std::string& weights_path,
     nn::attach_int8(*one.front(), store, int8);
     if (!int8.empty()) {
       const bool onednn = kernels::int8_onednn_available();
-      precision = format_text("int8 (%zu Linear layers, %s)", int8.size(),
-                              onednn ? "oneDNN" : "reference kernel");
+      precision =
+          format_text("int8 (%zu layers, %s)", int8.size(), onednn ? "oneDNN" : "reference kernel");
     }
     engine = std::make_unique<PipelineEngine>(std::move(one), PipelineSchedule::one_f_one_b,
                                               nullptr, nn::TensorParallel{});

@@ -52,7 +52,10 @@ bool is_int8_weights(const std::string& path) {
 
 std::set<std::string> int8_weight_names(const std::vector<nn::Int8Layer>& layers) {
   std::set<std::string> names;
-  for (const nn::Int8Layer& layer : layers) names.insert(layer.name + ".weight");
+  for (const nn::Int8Layer& layer : layers) {
+    names.insert(layer.name + ".weight");
+    if (layer.is_conv()) names.insert(layer.name + ".bias");
+  }
   return names;
 }
 
@@ -81,11 +84,16 @@ void write_int8_weights(const std::string& path, const nn::ParameterStore& store
                      {static_cast<std::int64_t>(buffer.data.extent(0))}, buffer.data);
       for (const nn::Int8Layer& layer : layers) {
         const std::string group = std::string(kInt8) + "/" + layer.name;
-        write_dataset(file.get(), group + "/weight", H5T_NATIVE_INT8, {layer.out, layer.in},
+        write_dataset(file.get(), group + "/weight", H5T_NATIVE_INT8, layer.weight_shape,
                       layer.weight.data());
-        write_dataset(file.get(), group + "/weight_scale", H5T_NATIVE_FLOAT, {layer.out},
+        write_dataset(file.get(), group + "/weight_scale", H5T_NATIVE_FLOAT, {layer.out()},
                       layer.weight_scale.data());
+        if (!layer.bias.empty())
+          write_dataset(file.get(), group + "/bias", H5T_NATIVE_FLOAT, {layer.out()},
+                        layer.bias.data());
         H5Group g(TRELLIS_H5(H5Gopen2(file.get(), group.c_str(), H5P_DEFAULT)));
+        if (!layer.folded_norm.empty())
+          write_string_attribute(g.get(), "folded_norm", layer.folded_norm);
         write_string_attribute(g.get(), "input_type", kernels::quant_type_name(layer.input.type));
         write_float_attribute(g.get(), "input_scale", {layer.input.scale}, true);
         write_int_attribute(g.get(), "input_zero_point", layer.input.zero_point);
@@ -125,17 +133,31 @@ std::vector<nn::Int8Layer> read_int8_layers(const std::string& path) {
         throw bad(std::string("missing dataset '") + dataset + "'");
     H5Dataset weight(TRELLIS_H5(H5Dopen2(g.get(), "weight", H5P_DEFAULT)));
     const Shape shape = dataset_shape(weight.get());
-    if (shape.size() != 2) throw bad("weight must be [out, in], found " + shape_string(shape));
-    layer.out = shape[0], layer.in = shape[1];
-    layer.weight.resize(static_cast<std::size_t>(layer.out * layer.in));
+    if (shape.size() != 2 && shape.size() != 4)
+      throw bad("weight must be [out, in] or [out, C, k, k], found " + shape_string(shape));
+    layer.weight_shape = shape;
+    std::size_t numel = 1;
+    for (const std::int64_t d : shape) numel *= static_cast<std::size_t>(d);
+    layer.weight.resize(numel);
     TRELLIS_H5(
         H5Dread(weight.get(), H5T_NATIVE_INT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, layer.weight.data()));
     H5Dataset scale(TRELLIS_H5(H5Dopen2(g.get(), "weight_scale", H5P_DEFAULT)));
-    if (dataset_shape(scale.get()) != Shape{layer.out})
-      throw bad("weight_scale must be [" + std::to_string(layer.out) + "]");
-    layer.weight_scale.resize(static_cast<std::size_t>(layer.out));
+    const Shape per_output{layer.out()};
+    if (dataset_shape(scale.get()) != per_output)
+      throw bad("weight_scale must be " + shape_string(per_output));
+    layer.weight_scale.resize(static_cast<std::size_t>(layer.out()));
     TRELLIS_H5(H5Dread(scale.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
                        layer.weight_scale.data()));
+    if (H5Lexists(g.get(), "bias", H5P_DEFAULT) > 0) {
+      H5Dataset bias(TRELLIS_H5(H5Dopen2(g.get(), "bias", H5P_DEFAULT)));
+      if (dataset_shape(bias.get()) != per_output)
+        throw bad("bias must be " + shape_string(per_output));
+      layer.bias.resize(static_cast<std::size_t>(layer.out()));
+      TRELLIS_H5(
+          H5Dread(bias.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, layer.bias.data()));
+    }
+    if (has_attribute(g.get(), "folded_norm"))
+      layer.folded_norm = read_string_attribute(g.get(), "folded_norm");
     for (const char* attribute : {"input_type", "input_scale", "input_zero_point"})
       if (!has_attribute(g.get(), attribute))
         throw bad(std::string("missing attribute '") + attribute + "'");

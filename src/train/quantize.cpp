@@ -4,7 +4,8 @@
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/format.hpp"
-#include "trellis/nn/linear.hpp"
+#include "trellis/nn/batchnorm.hpp"
+#include "trellis/nn/layer.hpp"
 #include "trellis/nn/quantization.hpp"
 #include "trellis/train/agreement.hpp"
 #include "trellis/train/batch_buffers.hpp"
@@ -17,6 +18,7 @@
 
 #include <sys/stat.h>
 #include <algorithm>
+#include <map>
 
 namespace trellis {
 
@@ -72,29 +74,30 @@ void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logg
   });
   nn::ParameterStore store;
   std::unique_ptr<nn::Model> model;
-  std::vector<nn::Linear*> linears;
+  std::vector<nn::Layer*> targets;
   run_agreed(comm.get(), log, [&] {
     model = build_model(config.model, data->shape(), options.batch, store, nullptr);
     store.finalize(config.train.seed);
     load_weights(options.weights, store, model->buffers());
-    linears = nn::quantizable_linears(*model);
-    if (linears.empty())
-      throw ConfigError(options.weights + ": the model has no Linear layers to quantize");
+    targets = nn::quantizable_layers(*model);
+    if (targets.empty())
+      throw ConfigError(options.weights + ": the model has no Linear or Conv2d layers to quantize");
   });
   const std::int64_t share = data->local_samples();
   const long long calibrated = data->total_samples();
   BatchBuffers buffers(options.batch, data->shape().feature_numel, data->shape().seq_len);
-  std::vector<nn::ActivationObserver> observers(linears.size());
-  for (std::size_t i = 0; i < linears.size(); ++i) linears[i]->set_input_observer(&observers[i]);
+  std::vector<nn::ActivationObserver> observers(targets.size());
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    nn::set_input_observer(*targets[i], &observers[i]);
   run_agreed(comm.get(), log, [&] { forward_over(*model, *data, buffers, share, options.batch); });
   // Ranges agreed over the ranks, then (percentile, entropy) the histograms summed.
-  std::vector<float> lows(linears.size()), highs(linears.size());
-  for (std::size_t i = 0; i < linears.size(); ++i)
+  std::vector<float> lows(targets.size()), highs(targets.size());
+  for (std::size_t i = 0; i < targets.size(); ++i)
     lows[i] = observers[i].min(), highs[i] = observers[i].max();
-  const int layers = static_cast<int>(linears.size());
-  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, lows.data(), layers, MPI_FLOAT, MPI_MIN, comm.get()));
-  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, highs.data(), layers, MPI_FLOAT, MPI_MAX, comm.get()));
-  for (std::size_t i = 0; i < linears.size(); ++i) observers[i].start_histogram(lows[i], highs[i]);
+  const int count = static_cast<int>(targets.size());
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, lows.data(), count, MPI_FLOAT, MPI_MIN, comm.get()));
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, highs.data(), count, MPI_FLOAT, MPI_MAX, comm.get()));
+  for (std::size_t i = 0; i < targets.size(); ++i) observers[i].start_histogram(lows[i], highs[i]);
   if (method != nn::CalibrationMethod::minmax) {
     run_agreed(comm.get(), log,
                [&] { forward_over(*model, *data, buffers, share, options.batch); });
@@ -102,19 +105,29 @@ void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logg
       TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, o.histogram().data(), nn::ActivationObserver::kBins,
                                 MPI_DOUBLE, MPI_SUM, comm.get()));
   }
-  for (nn::Linear* linear : linears) linear->set_input_observer(nullptr);
+  for (nn::Layer* layer : targets) nn::set_input_observer(*layer, nullptr);
 
+  // The BatchNorms that fold into their convolutions.
+  std::map<std::string, const nn::BatchNorm2d*> norms;
+  model->for_each_layer([&](nn::Layer& layer) {
+    if (const auto* norm = dynamic_cast<const nn::BatchNorm2d*>(&layer)) norms[norm->name()] = norm;
+  });
+  std::map<std::string, const nn::BatchNorm2d*> folds;
+  for (const auto& [conv, norm] : model->conv_batchnorm_pairs()) folds[conv] = norms.at(norm);
   std::vector<nn::Int8Layer> quantized;
-  for (std::size_t i = 0; i < linears.size(); ++i) {
+  for (std::size_t i = 0; i < targets.size(); ++i) {
     const kernels::ActivationQuant input = observers[i].choose(method, options.percentile);
-    quantized.push_back(nn::quantize_linear(*linears[i], store, input));
+    const auto fold = folds.find(targets[i]->name());
+    quantized.push_back(nn::quantize_layer(*targets[i], store, input,
+                                           fold == folds.end() ? nullptr : fold->second));
     log.info(format_text(
-        "quantize: %-22s [%lld, %lld] input %s range [%.4g, %.4g], scale %.4g "
-        "(clips at %.4g)",
-        linears[i]->name().c_str(), static_cast<long long>(quantized.back().out),
-        static_cast<long long>(quantized.back().in), kernels::quant_type_name(input.type), lows[i],
-        highs[i], static_cast<double>(input.scale),
-        static_cast<double>(input.scale) * (input.type == kernels::QuantType::u8 ? 255.0 : 127.0)));
+        "quantize: %-28s %-16s input %s range [%.4g, %.4g], scale %.4g (clips at %.4g)%s",
+        targets[i]->name().c_str(), shape_string(quantized.back().weight_shape).c_str(),
+        kernels::quant_type_name(input.type), lows[i], highs[i], static_cast<double>(input.scale),
+        static_cast<double>(input.scale) * (input.type == kernels::QuantType::u8 ? 255.0 : 127.0),
+        quantized.back().folded_norm.empty()
+            ? ""
+            : (", " + quantized.back().folded_norm + " folded in").c_str()));
   }
   const std::string calibration =
       std::string(nn::calibration_method_name(method)) +
@@ -125,7 +138,7 @@ void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logg
       write_int8_weights(options.out, store, model->buffers(), quantized, config.to_ini(),
                          calibration);
   });
-  log.info(format_text("quantize: %s -> %s: %zu Linear layers int8 (%s); %lld -> %lld bytes",
+  log.info(format_text("quantize: %s -> %s: %zu layers int8 (%s); %lld -> %lld bytes",
                        options.weights.c_str(), options.out.c_str(), quantized.size(),
                        calibration.c_str(), static_cast<long long>(file_bytes(options.weights)),
                        static_cast<long long>(file_bytes(options.out))));

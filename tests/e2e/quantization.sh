@@ -4,7 +4,8 @@
 #      accuracy from a file under 30% of the fp32 one; calibrating on 2 ranks chooses exactly
 #      the scales of 1 rank; the int8 layers run oneDNN where the build has it;
 #   2. a small GPT: int8 validation loss within 0.05 nats of fp32, and generate runs int8;
-#   3. the CNN (its head int8 so far) evaluates within 1 point;
+#   3. the CNN (convolutions with their BatchNorm folded in, and the head) evaluates within 1
+#      point, channels-last between its int8 convolutions;
 #   4. bad requests and bad int8 files are refused with the file and key named.
 source "$(dirname "$0")/common.sh"
 py=$TRELLIS_PYTHON
@@ -30,7 +31,7 @@ for method in minmax percentile entropy; do
   trellis_run 1 quantize --weights "$WORK/mlp/model.h5" --calib "$FASHION_DIR/train.h5" \
     --out "$WORK/mlp/int8-$method.h5" --method $method > "$WORK/q-$method.log"
   trellis_run 2 eval --weights "$WORK/mlp/int8-$method.h5" --data "$FASHION_DIR/test.h5" > "$WORK/e-$method.log"
-  grep -q "int8 (3 Linear layers" "$WORK/e-$method.log" || fail "not int8: $(tail -1 "$WORK/e-$method.log")"
+  grep -q "int8 (3 layers" "$WORK/e-$method.log" || fail "not int8: $(tail -1 "$WORK/e-$method.log")"
   within "$(eval_field "$WORK/e-$method.log" accuracy)" "$(eval_field "$WORK/fp32.log" accuracy)" 0.01 \
     "MLP int8 ($method) accuracy vs fp32"
 done
@@ -69,21 +70,23 @@ trellis_run 1 quantize --weights "$WORK/gpt/model.h5" --calib "$WORK/text/train.
 grep -q "h.0.attn.c_attn .* input s8" "$WORK/gq.log" || fail "gpt layers: $(cat "$WORK/gq.log")"
 trellis_run 1 eval --weights "$WORK/gpt/model.h5" --data "$WORK/text/val.h5" --batch 32 > "$WORK/gfp32.log"
 trellis_run 1 eval --weights "$WORK/gpt/int8.h5" --data "$WORK/text/val.h5" --batch 32 > "$WORK/gint8.log"
-grep -q "int8 (8 Linear layers" "$WORK/gint8.log" || fail "gpt not int8: $(tail -1 "$WORK/gint8.log")"
+grep -q "int8 (8 layers" "$WORK/gint8.log" || fail "gpt not int8: $(tail -1 "$WORK/gint8.log")"
 within "$(eval_field "$WORK/gint8.log" loss)" "$(eval_field "$WORK/gfp32.log" loss)" 0.05 \
   "GPT int8 validation loss vs fp32 (nats)"
 trellis_run 1 generate --weights "$WORK/gpt/int8.h5" --prompt "The " --tokens 40 --seed 3 > "$WORK/gen.log"
 [[ $(wc -c < "$WORK/gen.log") -gt 40 ]] || fail "generate int8: $(cat "$WORK/gen.log")"
 
-# 3. The CNN: its head runs int8 (convolutions stay fp32 for now).
+# 3. The CNN: 7 int8 layers (stem, 2 + 3 block convolutions, head), 6 BatchNorms folded.
 trellis_run 2 train --config "$TRELLIS_SRC/inputs/fashion_cnn.ini" --data.train="$FASHION_DIR/train.h5" \
-  --data.test= --train.max_steps=60 --train.global_batch=64 --model.widths=8,16 --run.dir="$WORK/cnn" > "$WORK/cnn.log"
+  --data.test= --train.max_steps=200 --train.global_batch=64 --model.widths=8,16 --run.dir="$WORK/cnn" > "$WORK/cnn.log"
 trellis_run 1 quantize --weights "$WORK/cnn/model.h5" --calib "$FASHION_DIR/train.h5" \
   --out "$WORK/cnn/int8.h5" > "$WORK/cq.log"
 trellis_run 1 eval --weights "$WORK/cnn/model.h5" --data "$FASHION_DIR/test.h5" --batch 500 > "$WORK/cfp32.log"
 trellis_run 1 eval --weights "$WORK/cnn/int8.h5" --data "$FASHION_DIR/test.h5" --batch 500 > "$WORK/cint8.log"
+grep -q "int8 (7 layers" "$WORK/cint8.log" || fail "cnn not int8: $(tail -1 "$WORK/cint8.log")"
+[[ $(grep -c "folded in" "$WORK/cq.log") -eq 6 ]] || fail "cnn folds: $(cat "$WORK/cq.log")"
 within "$(eval_field "$WORK/cint8.log" accuracy)" "$(eval_field "$WORK/cfp32.log" accuracy)" 0.01 \
-  "CNN (int8 head) accuracy vs fp32"
+  "CNN int8 accuracy vs fp32"
 
 # 4. Refusals.
 expect_exit 2 "$WORK/bad1.log" trellis_run 1 quantize --weights "$WORK/mlp/int8-entropy.h5" \

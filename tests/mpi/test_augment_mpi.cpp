@@ -71,7 +71,12 @@ TEST_CASE("augmented global batches are the same at any number of ranks", "[augm
     CHECK(per_epoch == 5);
     for (std::int64_t g = 0; g < steps; ++g) {
       INFO("step " << g);
+      // HDF5 is not thread-safe: the main thread's reads wait for the loader's, as the trainer's
+      // do (prefetch_source.hpp). Without this the reference read raced the loader thread
+      // (a SIGSEGV in H5Sclose at step 6 once in CI).
+      distributed.pause_reading();
       const LocalPart whole = reference.load(g / per_epoch, g % per_epoch, g, one);
+      distributed.resume_reading();
       const LocalPart part = distributed.load(g / per_epoch, g % per_epoch, g, mine);
       const std::vector<float> gathered = gather_rows(
           mine.host_features.data(), static_cast<int>(part.samples * numel), MPI_COMM_WORLD);
@@ -80,6 +85,7 @@ TEST_CASE("augmented global batches are the same at any number of ranks", "[augm
       CHECK(gathered == expected);
     }
     // Augmentation changed the data: epoch 0 step 0 differs from the plain read somewhere.
+    distributed.pause_reading();
     SampleTrainSource plain(SampleDataset::open(dir + "/train-*.h5", MPI_COMM_SELF), global_batch,
                             5, true, RemainderPolicy::partial, self);
     BatchBuffers unaugmented(global_batch, numel, 0);

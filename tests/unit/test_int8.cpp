@@ -5,8 +5,10 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/int8.hpp"
+#include "trellis/kernels/int8_conv.hpp"
 #include "trellis/nn/quantization.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -197,4 +199,103 @@ TEST_CASE("calibration thresholds on known distributions", "[int8][calibration]"
   CHECK(nn::percentile_threshold({1, 1, 1, 1}, 0.5, 50.0) == 1.0);
   CHECK(nn::percentile_threshold({0, 0, 0, 0}, 0.5, 50.0) == 0.0);
   CHECK_THROWS_AS(nn::parse_calibration_method("mse"), ConfigError);
+}
+
+TEST_CASE("int8 convolution: oneDNN equals the reference and the exact sums", "[int8][conv]") {
+  std::mt19937 rng(21);
+  struct Case {
+    int c, h, w, k, s, p, oc;
+  };
+  for (const Case t :
+       {Case{3, 7, 6, 3, 1, 1, 5}, Case{4, 9, 9, 3, 2, 1, 6}, Case{5, 8, 8, 1, 2, 0, 7}})
+    for (const QuantType type : {QuantType::u8, QuantType::s8})
+      for (const kernels::Activation f : {kernels::Activation::none, kernels::Activation::relu}) {
+        kernels::ConvGeometry g;
+        g.channels = t.c, g.height = t.h, g.width = t.w, g.kernel = t.k, g.stride = t.s,
+        g.padding = t.p;
+        const int n = 3, oh = g.out_height(), ow = g.out_width();
+        const std::size_t wsize = static_cast<std::size_t>(t.oc * t.c * t.k * t.k);
+        std::vector<std::int8_t> w(wsize);
+        std::uniform_int_distribution<int> weight(-127, 127);
+        for (auto& v : w) v = static_cast<std::int8_t>(weight(rng));
+        kernels::Int8View wq("w", wsize);
+        {
+          const auto host = Kokkos::create_mirror_view(HostSpace(), wq);
+          for (std::size_t i = 0; i < wsize; ++i) host(i) = w[i];
+          Kokkos::deep_copy(wq, host);
+        }
+        std::vector<float> ws(t.oc), b(t.oc);
+        std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+        for (int o = 0; o < t.oc; ++o) ws[o] = 0.002f * (1.0f + o), b[o] = uniform(rng);
+        ActivationQuant q;
+        q.type = type;
+        q.scale = 0.04f;
+        q.zero_point = type == QuantType::u8 ? 20 : 0;
+        // Inputs on the grid (x = s (v - z)), some beyond the range (saturated by both paths).
+        std::uniform_int_distribution<int> value(q.qmin() - 5, q.qmax() + 5);
+        const std::size_t image = static_cast<std::size_t>(t.c * t.h * t.w);
+        std::vector<float> x(n * image);
+        std::vector<int> v(x.size());
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          const int raw = value(rng);
+          x[i] = q.scale * static_cast<float>(raw - q.zero_point);
+          v[i] = std::min(std::max(raw, q.qmin()), q.qmax()) - q.zero_point;
+        }
+        const FloatView xd = to_device("x", x);
+        kernels::Int8Conv2d fast("fast", g, t.oc, wq, to_device("ws", ws), to_device("b", b), q, f,
+                                 n);
+        kernels::Int8Conv2d reference("ref", g, t.oc, wq, to_device("ws", ws), to_device("b", b), q,
+                                      f, n, kernels::Int8Backend::reference);
+        const std::size_t out = static_cast<std::size_t>(t.oc * oh * ow);
+        const FloatView y1("y1", n * out), y2("y2", n * out);
+        fast.forward(as_matrix(xd, n, static_cast<int>(image)), n,
+                     as_matrix(y1, n, static_cast<int>(out)));
+        reference.forward(as_matrix(xd, n, static_cast<int>(image)), n,
+                          as_matrix(y2, n, static_cast<int>(out)));
+        const std::vector<float> a = to_host(y1), r = to_host(y2);
+        for (int i = 0; i < n; ++i)
+          for (int o = 0; o < t.oc; ++o)
+            for (int yy = 0; yy < oh; ++yy)
+              for (int xx = 0; xx < ow; ++xx) {
+                long long sum = 0;
+                for (int c = 0; c < t.c; ++c)
+                  for (int ky = 0; ky < t.k; ++ky)
+                    for (int kx = 0; kx < t.k; ++kx) {
+                      const int iy = yy * t.s - t.p + ky, ix = xx * t.s - t.p + kx;
+                      if (iy < 0 || iy >= t.h || ix < 0 || ix >= t.w) continue;
+                      sum += static_cast<long long>(v[i * image + (c * t.h + iy) * t.w + ix]) *
+                             w[static_cast<std::size_t>(((o * t.c + c) * t.k + ky) * t.k + kx)];
+                    }
+                double z = static_cast<double>(sum) * q.scale * ws[o] + b[o];
+                if (f == kernels::Activation::relu) z = z > 0 ? z : 0;
+                const std::size_t e = i * out + static_cast<std::size_t>((o * oh + yy) * ow + xx);
+                CHECK(r[e] == Approx(z).epsilon(1e-5).margin(1e-5));
+                CHECK(a[e] == Approx(r[e]).epsilon(1e-5).margin(1e-5));
+              }
+        // Channels-last input and output (the int8 CNN's layout): the same values, transposed.
+        std::vector<float> x_nhwc(x.size());
+        for (int i = 0; i < n; ++i)
+          for (int c = 0; c < t.c; ++c)
+            for (int p = 0; p < t.h * t.w; ++p)
+              x_nhwc[i * image + static_cast<std::size_t>(p * t.c + c)] =
+                  x[i * image + static_cast<std::size_t>(c * t.h * t.w + p)];
+        const FloatView xl = to_device("x_nhwc", x_nhwc);
+        for (const kernels::Int8Backend backend :
+             {kernels::Int8Backend::automatic, kernels::Int8Backend::reference}) {
+          kernels::Int8Conv2d last("last", g, t.oc, wq, to_device("ws", ws), to_device("b", b), q,
+                                   f, n, backend);
+          last.set_channels_last(true, true);
+          const FloatView y3("y3", n * out);
+          last.forward(as_matrix(xl, n, static_cast<int>(image)), n,
+                       as_matrix(y3, n, static_cast<int>(out)));
+          const std::vector<float> l = to_host(y3);
+          for (int i = 0; i < n; ++i)
+            for (int o = 0; o < t.oc; ++o)
+              for (int p = 0; p < oh * ow; ++p)
+                CHECK(l[i * out + static_cast<std::size_t>(p * t.oc + o)] ==
+                      Approx(r[i * out + static_cast<std::size_t>(o * oh * ow + p)])
+                          .epsilon(1e-5)
+                          .margin(1e-5));
+        }
+      }
 }

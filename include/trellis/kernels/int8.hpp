@@ -1,7 +1,8 @@
 // Int8 inference kernels (trellis quantize, eval and generate of an int8 model):
 //
 //   activations, per tensor:   q = clamp(round(x / s) + z, qmin, qmax)
-//                              u8: z in [0, 255], [0, 255];  s8: z = 0, [-127, 127]
+//                              u8: z in [0, 255], [0, 255];  s8: z = 0, [-128, 127] (the
+//                              saturation of oneDNN's reorders; weights keep [-127, 127])
 //   weights, per output row:   q[o, k] = clamp(round(w[o, k] / s_w[o]), -127, 127),
 //                              s_w[o] = max_k |w[o, k]| / 127 (1 for an all-zero row)
 //   linear:                    y[i, o] = f(s * s_w[o] * sum_k (q_x[i, k] - z) q_w[o, k] + b[o])
@@ -38,7 +39,7 @@ struct ActivationQuant {
   QuantType type = QuantType::u8;
   float scale = 1.0f;
   int zero_point = 0;  // u8 only (s8 is symmetric)
-  KOKKOS_INLINE_FUNCTION int qmin() const { return type == QuantType::u8 ? 0 : -127; }
+  KOKKOS_INLINE_FUNCTION int qmin() const { return type == QuantType::u8 ? 0 : -128; }
   KOKKOS_INLINE_FUNCTION int qmax() const { return type == QuantType::u8 ? 255 : 127; }
 };
 

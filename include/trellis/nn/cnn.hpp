@@ -80,12 +80,19 @@ class Cnn : public Model {
   // the block's conv2. The stem and the residual stream keep their width: a channel removed
   // there would have to go from every block of the stage and the shortcuts at once.
   std::vector<PrunableUnits> prunable_units() const override;
+  // stem.conv / stem.bn and every block's conv1 / bn1, conv2 / bn2, shortcut.conv / .bn.
+  std::vector<std::pair<std::string, std::string>> conv_batchnorm_pairs() const override;
+  // With every convolution int8: activations channels-last (NHWC) from the stem's output to
+  // the pool, the layout oneDNN's int8 convolutions read and write; the stem still reads the
+  // NCHW images. Element-wise layers and the residual adds do not care; the pool is told.
+  void int8_attached() override;
   void for_each_layer(const std::function<void(Layer&)>& f) override {
     for (std::size_t i = 0; i < layers_.size(); ++i) visit_layers(layers_[i], f);
   }
 
  private:
   CnnSpec spec_;
+  std::string prefix_;
   LayerSequence layers_;
   std::vector<const BatchNorm2d*> batchnorms_;  // all BatchNorms, in forward order
   std::vector<std::string> block_names_;        // "stage1.block1", ... in forward order

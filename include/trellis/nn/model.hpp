@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace trellis::nn {
@@ -98,6 +99,14 @@ class Model {
   // Calls f on every layer of this stage, composite layers' parts included (visit_layers),
   // in forward order.
   virtual void for_each_layer(const std::function<void(Layer&)>& f) = 0;
+  // (convolution, BatchNorm) layer names where the BatchNorm normalises exactly that
+  // convolution's output, so int8 inference can fold it into the convolution.
+  virtual std::vector<std::pair<std::string, std::string>> conv_batchnorm_pairs() const {
+    return {};
+  }
+  // Called once attach_int8 has given layers their int8 kernels: a model may change how its
+  // layers pass activations to suit them (the CNN goes channels-last).
+  virtual void int8_attached() {}
   // The unit groups of this stage that structured pruning may remove (none by default).
   virtual std::vector<PrunableUnits> prunable_units() const { return {}; }
 };
