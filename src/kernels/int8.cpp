@@ -4,12 +4,7 @@
 #include "trellis/core/host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
 
-#if TRELLIS_HAVE_ONEDNN && !defined(TRELLIS_ENABLE_CUDA)
-#define TRELLIS_INT8_ONEDNN 1
-#include <dnnl.hpp>
-#else
-#define TRELLIS_INT8_ONEDNN 0
-#endif
+#include "int8_impl.hpp"
 
 #include <cmath>
 #include <vector>
@@ -24,12 +19,6 @@ KOKKOS_INLINE_FUNCTION int clamp_int(int v, int lo, int hi) {
 
 // round(v) to nearest, ties to even (the default rounding mode), as an int.
 KOKKOS_INLINE_FUNCTION int round_even(float v) { return static_cast<int>(rintf(v)); }
-
-KOKKOS_INLINE_FUNCTION float apply(Activation f, float z) {
-  if (f == Activation::relu) return z > 0.0f ? z : 0.0f;
-  if (f == Activation::gelu) return 0.5f * z * (1.0f + erff(z * 0.70710678118654752f));
-  return z;
-}
 
 // 1.5 * 2^23: adding and subtracting it rounds a float of magnitude below 2^22 to an integer,
 // to nearest with ties to even (the default rounding mode), in two vectorisable additions
@@ -215,15 +204,8 @@ Int8Linear::Int8Linear(const std::string& name, int in, int out, ConstInt8Vector
                       std::to_string(out) + ", " + std::to_string(in) + "]");
   copy_into(weights, weights_);
   copy_into(bias, bias_);
-  const FloatView scales = scales_;
-  const float input_scale = input.scale;
-  Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::int8::output_scales"), Range(0, out),
-      KOKKOS_LAMBDA(const std::int64_t o) { scales(o) = input_scale * weight_scales(o); });
-  if (backend == Int8Backend::onednn && !int8_onednn_available())
-    throw Error("int8 linear " + name + ": this build has no oneDNN int8 matmul on this CPU");
-  if (backend != Int8Backend::reference && int8_onednn_available())
-    onednn_ = std::make_unique<Onednn>();
+  int8_detail::output_scales(input.scale, weight_scales, scales_);
+  if (int8_detail::use_onednn(backend, "int8 linear " + name)) onednn_ = std::make_unique<Onednn>();
 }
 
 Int8Linear::~Int8Linear() = default;
@@ -276,7 +258,7 @@ void Int8Linear::forward_reference(ConstByteVector xq, int n, Matrix y) const {
                                     : static_cast<int>(static_cast<std::int8_t>(byte));
           sum += (x - zero) * static_cast<int>(w(o * in + k));
         }
-        y(i, o) = apply(f, static_cast<float>(sum) * scales(o) + bias(o));
+        y(i, o) = int8_detail::apply(f, static_cast<float>(sum) * scales(o) + bias(o));
       });
 }
 

@@ -3,27 +3,12 @@
 #include "trellis/core/error.hpp"
 #include "trellis/core/kernel_label.hpp"
 
-#if TRELLIS_HAVE_ONEDNN && !defined(TRELLIS_ENABLE_CUDA)
-#define TRELLIS_INT8_ONEDNN 1
-#include <dnnl.hpp>
+#include "int8_impl.hpp"
 
 #include <map>
 #include <vector>
-#else
-#define TRELLIS_INT8_ONEDNN 0
-#endif
 
 namespace trellis::kernels {
-
-namespace {
-
-KOKKOS_INLINE_FUNCTION float apply(Activation f, float z) {
-  if (f == Activation::relu) return z > 0.0f ? z : 0.0f;
-  if (f == Activation::gelu) return 0.5f * z * (1.0f + erff(z * 0.70710678118654752f));
-  return z;
-}
-
-}  // namespace
 
 #if TRELLIS_INT8_ONEDNN
 struct Int8Conv2d::Onednn {
@@ -142,14 +127,8 @@ Int8Conv2d::Int8Conv2d(const std::string& name, const ConvGeometry& geometry, in
           std::to_string(out_channels) + " channels of " + geometry.describe());
   Kokkos::deep_copy(weights_, weights);
   Kokkos::deep_copy(bias_, bias);
-  const FloatView s = scales_;
-  const float input_scale = input.scale;
-  Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::int8::conv_output_scales"), Range(0, out_channels),
-      KOKKOS_LAMBDA(const std::int64_t o) { s(o) = input_scale * weight_scales(o); });
-  if (backend == Int8Backend::onednn && !int8_onednn_available())
-    throw Error("int8 convolution " + name + ": this build has no oneDNN int8 on this CPU");
-  if (backend != Int8Backend::reference && int8_onednn_available())
+  int8_detail::output_scales(input.scale, weight_scales, scales_);
+  if (int8_detail::use_onednn(backend, "int8 convolution " + name))
     onednn_ = std::make_unique<Onednn>();
   else
     xq_ = ByteView(
@@ -241,7 +220,7 @@ void Int8Conv2d::forward_reference(ConstMatrix x, int n, Matrix y) {
           }
         const std::int64_t at =
             out_nhwc ? (oy * ow_count + ox) * oc + o : (o * oh_count + oy) * ow_count + ox;
-        y(i, at) = apply(f, static_cast<float>(sum) * scales(o) + bias(o));
+        y(i, at) = int8_detail::apply(f, static_cast<float>(sum) * scales(o) + bias(o));
       });
 }
 

@@ -22,12 +22,6 @@ for k in a["params"]:
 print(f"final parameters equal within {rtol}: {sys.argv[1]} {sys.argv[2]}")
 PY
 }
-expect_exit() {  # expect_exit CODE LOG cmd...
-  local want=$1 log=$2 got=0
-  shift 2
-  "$@" > "$log" 2>&1 || got=$?
-  [[ $got -eq $want ]] || fail "exit code $got, expected $want: $* (log: $(tail -5 "$log"))"
-}
 
 # 1. Preempted at step 13 (SIGUSR1, as Slurm sends it), resumed: bitwise the straight run.
 trellis_run 2 "${mlp[@]}" --run.dir="$WORK/straight" > "$WORK/straight.log"

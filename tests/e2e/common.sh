@@ -22,3 +22,14 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
+
+# expect_exit CODE LOG cmd...: runs cmd (output into LOG), fails unless it exits with CODE.
+expect_exit() {
+  local want=$1 log=$2 got=0
+  shift 2
+  "$@" > "$log" 2>&1 || got=$?
+  [[ $got -eq $want ]] || fail "exit code $got, expected $want: $* (log: $(tail -5 "$log"))"
+}
+
+# eval_field LOG FIELD: the value of FIELD (loss, accuracy) on the last `trellis eval` line.
+eval_field() { sed -n "s/.*$2 \([0-9.]*\).*/\1/p" "$1" | tail -1; }

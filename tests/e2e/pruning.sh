@@ -60,6 +60,15 @@ for a, c in zip(ckpts, ckpts[1:]):
 print(f"{run}: zeros as expected ({kind}, s = {s}), {len(ckpts)} checkpoints keep them")
 PY
 }
+same_eval() {  # same_eval LOG_A LOG_B LOSS_RTOL ACCURACY_TOL WHAT: two evals agree
+  $py - "$(eval_field "$1" loss)" "$(eval_field "$1" accuracy)" "$(eval_field "$2" loss)" \
+    "$(eval_field "$2" accuracy)" "$3" "$4" "$5" <<'PY'
+import sys
+la, aa, lb, ab, rtol, atol = map(float, sys.argv[1:7])
+assert abs(la - lb) <= rtol * la and abs(aa - ab) <= atol, f"{sys.argv[7]}: {la} {aa} vs {lb} {ab}"
+print(f"{sys.argv[7]} evaluates the same: loss {la} vs {lb}, accuracy {aa} vs {ab}")
+PY
+}
 same_zeros() {  # same_zeros A/model.h5 B/model.h5: the same weights are zero in both
   $py - "$@" <<'PY'
 import sys, h5py, numpy as np
@@ -69,12 +78,6 @@ with h5py.File(sys.argv[1]) as a, h5py.File(sys.argv[2]) as b:
         assert np.array_equal(za, zb), f"{k}: {int((za != zb).sum())} zeros differ"
 print(f"same zero sets: {sys.argv[1]} {sys.argv[2]}")
 PY
-}
-expect_exit() {  # expect_exit CODE LOG cmd...
-  local want=$1 log=$2 got=0
-  shift 2
-  "$@" > "$log" 2>&1 || got=$?
-  [[ $got -eq $want ]] || fail "exit code $got, expected $want: $* (log: $(tail -5 "$log"))"
 }
 
 # 1. Magnitude per layer on 1 rank.
@@ -139,17 +142,10 @@ check_zeros "$WORK/st1" units 0.5
 same_zeros "$WORK/st1/model.h5" "$WORK/st_tp2/model.h5"
 trellis_run 1 export --weights "$WORK/st1/model.h5" --out "$WORK/st1/small.h5" --prune > "$WORK/export.log"
 grep -q "fc1.weight 128 -> 64, fc2.weight 64 -> 32" "$WORK/export.log" || fail "export: $(cat "$WORK/export.log")"
-# eval_line LOG: "loss accuracy" of a trellis eval log.
-eval_line() { sed -n 's/.*loss \([0-9.]*\), accuracy \([0-9.]*\).*/\1 \2/p' "$1"; }
 trellis_run 2 eval --weights "$WORK/st1/model.h5" --data "$FASHION_DIR/test.h5" > "$WORK/eval_big.log"
 trellis_run 2 eval --weights "$WORK/st1/small.h5" --data "$FASHION_DIR/test.h5" > "$WORK/eval_small.log"
 grep -q "mlp 784-64-32-10" "$WORK/eval_small.log" || fail "exported model: $(cat "$WORK/eval_small.log")"
-$py - "$(eval_line "$WORK/eval_big.log")" "$(eval_line "$WORK/eval_small.log")" <<'PY'
-import sys
-(la, aa), (lb, ab) = (map(float, x.split()) for x in sys.argv[1:3])
-assert abs(la - lb) <= 1e-5 * la and aa == ab, f"pruned {la} {aa}, exported {lb} {ab}"
-print(f"exported MLP evaluates the same: loss {la} vs {lb}, accuracy {aa} vs {ab}")
-PY
+same_eval "$WORK/eval_big.log" "$WORK/eval_small.log" 1e-5 0 "exported MLP"
 [[ $(stat -c %s "$WORK/st1/small.h5") -lt $(stat -c %s "$WORK/st1/model.h5") ]] || fail "exported file not smaller"
 
 # 5. Structured CNN block channels (with bn1), exported and evaluated the same.
@@ -164,12 +160,7 @@ grep -q "stage1.block1.conv1.weight 8 -> 4, stage2.block1.conv1.weight 16 -> 8" 
 trellis_run 1 eval --weights "$WORK/cnn/model.h5" --data "$FASHION_DIR/test.h5" --batch 500 > "$WORK/cnn_big.log"
 trellis_run 1 eval --weights "$WORK/cnn/small.h5" --data "$FASHION_DIR/test.h5" --batch 500 > "$WORK/cnn_small.log"
 grep -q "inner 4-8" "$WORK/cnn_small.log" || fail "exported cnn: $(cat "$WORK/cnn_small.log")"
-$py - "$(eval_line "$WORK/cnn_big.log")" "$(eval_line "$WORK/cnn_small.log")" <<'PY'
-import sys
-(la, aa), (lb, ab) = (map(float, x.split()) for x in sys.argv[1:3])
-assert abs(la - lb) <= 1e-4 * la and abs(aa - ab) <= 2e-4, f"pruned {la} {aa}, exported {lb} {ab}"
-print(f"exported CNN evaluates the same: loss {la} vs {lb}, accuracy {aa} vs {ab}")
-PY
+same_eval "$WORK/cnn_big.log" "$WORK/cnn_small.log" 1e-4 2e-4 "exported CNN"
 
 # 6. TensorBoard gets the per-layer sparsity; bad keys are refused with their names.
 ls "$WORK/mag1"/events.out.tfevents.* > /dev/null || fail "no TensorBoard file"

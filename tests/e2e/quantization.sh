@@ -9,14 +9,6 @@
 #   4. bad requests and bad int8 files are refused with the file and key named.
 source "$(dirname "$0")/common.sh"
 py=$TRELLIS_PYTHON
-expect_exit() {  # expect_exit CODE LOG cmd...
-  local want=$1 log=$2 got=0
-  shift 2
-  "$@" > "$log" 2>&1 || got=$?
-  [[ $got -eq $want ]] || fail "exit code $got, expected $want: $* (log: $(tail -5 "$log"))"
-}
-# eval_field LOG FIELD: loss | accuracy of a trellis eval line.
-eval_field() { sed -n "s/.*$2 \([0-9.]*\).*/\1/p" "$1" | tail -1; }
 within() {  # within A B TOL WHAT: |A - B| <= TOL
   $py -c "import sys; a, b, t = map(float, sys.argv[1:4]); sys.exit(0 if abs(a - b) <= t else 1)" "$1" "$2" "$3" \
     || fail "$4: $1 vs $2 (tolerance $3)"

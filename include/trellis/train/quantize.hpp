@@ -1,5 +1,6 @@
 // `trellis quantize --weights model.h5 --calib DATA --out model.int8.h5`: post-training int8
-// quantization (nn/quantization.hpp) of every Linear of an mlp, cnn (its head) or gpt. The
+// quantization (nn/quantization.hpp) of every Linear and Conv2d of an mlp, cnn or gpt (a
+// convolution's BatchNorm folded in). The
 // calibration runs the fp32 model on the first `batches` x `batch` samples of DATA split over
 // the ranks; each layer's input range (min/max, then a histogram) is reduced over the ranks, so
 // any rank count chooses the same scales for the same samples. Rank 0 writes the int8 file
