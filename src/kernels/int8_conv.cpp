@@ -53,6 +53,7 @@ struct Int8Conv2d::Onednn {
     // The bias as a binary post-op: a convolution's own bias would be scaled with the sums.
     dnnl::post_ops ops;
     ops.append_binary(dnnl::algorithm::binary_add, bias_md);
+    if (layer.accumulate_) ops.append_sum(1.0f);  // + what y holds, before the activation
     if (layer.activation_ != Activation::none)
       ops.append_eltwise(1.0f,
                          layer.activation_ == Activation::relu ? dnnl::algorithm::eltwise_relu
@@ -87,6 +88,9 @@ struct Int8Conv2d::Onednn {
           dnnl::memory({{n, oc, oh, ow}, dt::f32, layer.output_nhwc_ ? tag::nhwc : tag::nchw},
                        engine, DNNL_MEMORY_NONE);
       p.needs_unpack = pd.dst_desc() != p.y_user.get_desc();
+      if (p.needs_unpack && layer.accumulate_)
+        throw Error("int8 convolution " + layer.name_ +
+                    ": accumulating needs the output in the convolution's own layout");
       if (p.needs_unpack) {
         p.y_conv = dnnl::memory(pd.dst_desc(), engine);
         p.unpack = dnnl::reorder(p.y_conv, p.y_user);
@@ -137,6 +141,22 @@ Int8Conv2d::Int8Conv2d(const std::string& name, const ConvGeometry& geometry, in
 }
 
 Int8Conv2d::~Int8Conv2d() = default;
+
+void Int8Conv2d::set_activation(Activation f) {
+#if TRELLIS_INT8_ONEDNN
+  if (onednn_ && !onednn_->plans.empty())
+    throw Error("int8 convolution " + name_ + ": the activation is set before the first forward");
+#endif
+  activation_ = f;
+}
+
+void Int8Conv2d::set_accumulate(bool accumulate) {
+#if TRELLIS_INT8_ONEDNN
+  if (onednn_ && !onednn_->plans.empty())
+    throw Error("int8 convolution " + name_ + ": accumulation is set before the first forward");
+#endif
+  accumulate_ = accumulate;
+}
 
 void Int8Conv2d::set_channels_last(bool input, bool output) {
 #if TRELLIS_INT8_ONEDNN
@@ -192,7 +212,7 @@ void Int8Conv2d::forward_reference(ConstMatrix x, int n, Matrix y) {
   const bool is_unsigned = input_.type == QuantType::u8;
   const int zero = input_.zero_point;
   const Activation f = activation_;
-  const bool in_nhwc = input_nhwc_, out_nhwc = output_nhwc_;
+  const bool in_nhwc = input_nhwc_, out_nhwc = output_nhwc_, accumulate = accumulate_;
   const std::int64_t oc = out_channels_;
   using Tiles = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<4>, Kokkos::IndexType<std::int64_t>>;
   Kokkos::parallel_for(
@@ -220,7 +240,8 @@ void Int8Conv2d::forward_reference(ConstMatrix x, int n, Matrix y) {
           }
         const std::int64_t at =
             out_nhwc ? (oy * ow_count + ox) * oc + o : (o * oh_count + oy) * ow_count + ox;
-        y(i, at) = int8_detail::apply(f, static_cast<float>(sum) * scales(o) + bias(o));
+        const float before = accumulate ? y(i, at) : 0.0f;
+        y(i, at) = int8_detail::apply(f, static_cast<float>(sum) * scales(o) + bias(o) + before);
       });
 }
 

@@ -21,10 +21,8 @@ ConstMatrix LayerSequence::forward(ConstMatrix input, int n, const StepContext& 
                                    std::size_t begin, std::size_t end) {
   TRELLIS_REQUIRE(begin < end && end <= layers_.size(), "LayerSequence: bad layer range");
   ConstMatrix x = input;
-  for (std::size_t i = begin; i < end; ++i) {
-    layers_[i]->forward(x, n, ctx);
-    x = layers_[i]->output();  // [capacity, features]; the next layer reads rows [0, n)
-  }
+  // [capacity, features] each; the next layer reads rows [0, n).
+  for (std::size_t i = begin; i < end; ++i) x = run_forward(*layers_[i], x, n, ctx);
   return x;
 }
 

@@ -296,6 +296,22 @@ TEST_CASE("int8 convolution: oneDNN equals the reference and the exact sums", "[
                       Approx(r[i * out + static_cast<std::size_t>(o * oh * ow + p)])
                           .epsilon(1e-5)
                           .margin(1e-5));
+          if (f != kernels::Activation::none) continue;
+          // Accumulating into what y holds (a residual block's shortcut), ReLU after the sum.
+          kernels::Int8Conv2d residual("residual", g, t.oc, wq, to_device("ws", ws),
+                                       to_device("b", b), q, kernels::Activation::relu, n, backend);
+          residual.set_channels_last(true, true);
+          residual.set_accumulate(true);
+          std::vector<float> shortcut(n * out);
+          for (float& v : shortcut) v = uniform(rng);
+          const FloatView y4 = to_device("y4", shortcut);
+          residual.forward(as_matrix(xl, n, static_cast<int>(image)), n,
+                           as_matrix(y4, n, static_cast<int>(out)));
+          const std::vector<float> acc = to_host(y4);
+          for (std::size_t e = 0; e < acc.size(); ++e) {
+            const float z = l[e] + shortcut[e];
+            CHECK(acc[e] == Approx(z > 0 ? z : 0.0f).epsilon(1e-5).margin(1e-5));
+          }
         }
       }
 }

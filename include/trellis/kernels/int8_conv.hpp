@@ -38,8 +38,14 @@ class Int8Conv2d {
   Int8Conv2d(const Int8Conv2d&) = delete;
   Int8Conv2d& operator=(const Int8Conv2d&) = delete;
 
-  // The layouts of x and y (default NCHW both). Before the first forward.
+  // The layouts of x and y (default NCHW both), and the epilogue's activation (a ReLU that
+  // followed the convolution and its folded BatchNorm). Before the first forward.
   void set_channels_last(bool input, bool output);
+  void set_activation(Activation f);
+  // y = f(conv(x) + b + y): the result is added to what y holds (a residual block's shortcut)
+  // before the activation. Channels-last output only (y is then the convolution's own layout).
+  void set_accumulate(bool accumulate);
+  Activation activation() const { return activation_; }
   // x [>= n, C*H*W], y [n, C'*H'*W'] (fp32 both; the input is quantized here).
   void forward(ConstMatrix x, int n, Matrix y);
   bool uses_onednn() const { return onednn_ != nullptr; }
@@ -57,7 +63,7 @@ class Int8Conv2d {
   FloatView bias_;    // [C']
   ActivationQuant input_;
   Activation activation_;
-  bool input_nhwc_ = false, output_nhwc_ = false;
+  bool input_nhwc_ = false, output_nhwc_ = false, accumulate_ = false;
   ByteView xq_;  // [capacity * C*H*W], reference path only
   struct Onednn;
   std::unique_ptr<Onednn> onednn_;

@@ -68,7 +68,10 @@ class BatchNorm2d : public Layer {
   // Int8 inference: the preceding convolution computes this normalisation (folded into its
   // weights and bias, nn/quantization.hpp), so forward passes its input through; backward and
   // training forwards throw.
-  void set_folded(bool folded) { folded_ = folded; }
+  void set_folded(bool folded) {
+    folded_ = folded;
+    set_passed_over(folded);
+  }
   bool folded() const { return folded_; }
 
  private:

@@ -63,6 +63,12 @@ class Layer {
   void set_input_grad_needed(bool needed) { input_grad_needed_ = needed; }
   bool input_grad_needed() const { return input_grad_needed_; }
 
+  // Inference only: a neighbour does this layer's work (a BatchNorm folded into the
+  // convolution before it, a ReLU fused into that convolution's epilogue), so whoever runs
+  // the layers passes its input on instead of calling forward (run_forward below).
+  void set_passed_over(bool passed) { passed_over_ = passed; }
+  bool passed_over() const { return passed_over_; }
+
  protected:
   Layer(std::string name, int in_features, int out_features, int capacity);
 
@@ -89,7 +95,16 @@ class Layer {
   ConstMatrix saved_input_;  // [n, in_features] window onto the caller's input (not owned)
   bool has_forward_ = false;
   bool input_grad_needed_ = true;
+  bool passed_over_ = false;
 };
+
+// Runs `layer` on input rows [0, n) and returns what the next layer reads: its output, or
+// the input itself when the layer is passed over.
+inline ConstMatrix run_forward(Layer& layer, ConstMatrix input, int n, const StepContext& ctx) {
+  if (layer.passed_over()) return input;
+  layer.forward(input, n, ctx);
+  return layer.output();
+}
 
 // f(layer), then the same for each of its parts, depth first in forward order.
 inline void visit_layers(Layer& layer, const std::function<void(Layer&)>& f) {
