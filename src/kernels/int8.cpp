@@ -128,23 +128,10 @@ struct Int8Linear::Onednn {
     const dnnl::memory::desc weights_md({k, o}, dt::s8, dims{1, k});
     const dnnl::memory::desc bias_md({1, o}, dt::f32, dims{o, 1});
     const dnnl::memory::desc dst_md({m, o}, dt::f32, dims{o, 1});
-    dnnl::primitive_attr attr;
-    const auto scales_host = Kokkos::create_mirror_view_and_copy(HostSpace(), layer.scales_);
-    attr.set_output_scales(1 << 1,
-                           std::vector<float>(scales_host.data(), scales_host.data() + layer.out_));
-    if (layer.input_.zero_point != 0)
-      attr.set_zero_points(DNNL_ARG_SRC, 0, {layer.input_.zero_point});
-    // The bias as a binary post-op: the matmul's own bias would be added before the output
-    // scales in oneDNN 2.x int8, that is scaled with the sums.
-    dnnl::post_ops ops;
-    ops.append_binary(dnnl::algorithm::binary_add, bias_md);
-    if (layer.activation_ != Activation::none) {
-      ops.append_eltwise(1.0f,
-                         layer.activation_ == Activation::relu ? dnnl::algorithm::eltwise_relu
-                                                               : dnnl::algorithm::eltwise_gelu_erf,
-                         0.0f, 0.0f);
-    }
-    attr.set_post_ops(ops);
+    const auto scales = Kokkos::create_mirror_view_and_copy(HostSpace(), layer.scales_);
+    const dnnl::primitive_attr attr =
+        int8_detail::fused_attributes(std::vector<float>(scales.data(), scales.data() + layer.out_),
+                                      layer.input_.zero_point, bias_md, false, layer.activation_);
     try {
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, weights_md, dst_md), attr,
                                             engine);

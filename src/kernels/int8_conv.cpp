@@ -45,21 +45,10 @@ struct Int8Conv2d::Onednn {
     const dnnl::memory::desc w_any({oc, c, k, k}, dt::s8, tag::any);
     const dnnl::memory::desc y_any({n, oc, oh, ow}, dt::f32, tag::any);
     const dnnl::memory::desc bias_md({1, oc, 1, 1}, dt::f32, tag::nchw);
-    dnnl::primitive_attr attr;
     const auto scales = Kokkos::create_mirror_view_and_copy(HostSpace(), layer.scales_);
-    attr.set_output_scales(1 << 1, std::vector<float>(scales.data(), scales.data() + oc));
-    if (layer.input_.zero_point != 0)
-      attr.set_zero_points(DNNL_ARG_SRC, 0, {layer.input_.zero_point});
-    // The bias as a binary post-op: a convolution's own bias would be scaled with the sums.
-    dnnl::post_ops ops;
-    ops.append_binary(dnnl::algorithm::binary_add, bias_md);
-    if (layer.accumulate_) ops.append_sum(1.0f);  // + what y holds, before the activation
-    if (layer.activation_ != Activation::none)
-      ops.append_eltwise(1.0f,
-                         layer.activation_ == Activation::relu ? dnnl::algorithm::eltwise_relu
-                                                               : dnnl::algorithm::eltwise_gelu_erf,
-                         0.0f, 0.0f);
-    attr.set_post_ops(ops);
+    const dnnl::primitive_attr attr = int8_detail::fused_attributes(
+        std::vector<float>(scales.data(), scales.data() + oc), layer.input_.zero_point, bias_md,
+        layer.accumulate_, layer.activation_);
     try {
       const dnnl::convolution_forward::primitive_desc pd(
           dnnl::convolution_forward::desc(
@@ -142,27 +131,28 @@ Int8Conv2d::Int8Conv2d(const std::string& name, const ConvGeometry& geometry, in
 
 Int8Conv2d::~Int8Conv2d() = default;
 
-void Int8Conv2d::set_activation(Activation f) {
+void Int8Conv2d::require_unplanned(const char* what) const {
 #if TRELLIS_INT8_ONEDNN
   if (onednn_ && !onednn_->plans.empty())
-    throw Error("int8 convolution " + name_ + ": the activation is set before the first forward");
+    throw Error("int8 convolution " + name_ + ": " + what +
+                " must be set before the first forward");
+#else
+  (void)what;
 #endif
+}
+
+void Int8Conv2d::set_activation(Activation f) {
+  require_unplanned("the activation");
   activation_ = f;
 }
 
 void Int8Conv2d::set_accumulate(bool accumulate) {
-#if TRELLIS_INT8_ONEDNN
-  if (onednn_ && !onednn_->plans.empty())
-    throw Error("int8 convolution " + name_ + ": accumulation is set before the first forward");
-#endif
+  require_unplanned("accumulation");
   accumulate_ = accumulate;
 }
 
 void Int8Conv2d::set_channels_last(bool input, bool output) {
-#if TRELLIS_INT8_ONEDNN
-  if (onednn_ && !onednn_->plans.empty())
-    throw Error("int8 convolution " + name_ + ": layouts are set before the first forward");
-#endif
+  require_unplanned("the layouts");
   input_nhwc_ = input;
   output_nhwc_ = output;
 }

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 // oneDNN's int8 primitives work on host memory: CUDA builds take the reference kernels.
 #if TRELLIS_HAVE_ONEDNN && !defined(TRELLIS_ENABLE_CUDA)
@@ -44,5 +45,30 @@ inline bool use_onednn(Int8Backend backend, const std::string& what) {
     throw Error(what + ": this build has no oneDNN int8 kernels on this CPU");
   return backend != Int8Backend::reference && int8_onednn_available();
 }
+
+#if TRELLIS_INT8_ONEDNN
+// The attributes of a fused int8 primitive (matmul or convolution, output channels on dim
+// 1): the dequantization as per-output-channel output scales, the input's zero point, the
+// bias as a binary post-op (the primitives' own bias would be added before the output scales
+// in oneDNN 2.x int8, that is scaled with the sums), with `accumulate` the sum with what the
+// destination holds, and the activation.
+inline dnnl::primitive_attr fused_attributes(const std::vector<float>& scales, int zero_point,
+                                             const dnnl::memory::desc& bias, bool accumulate,
+                                             Activation f) {
+  dnnl::primitive_attr attr;
+  attr.set_output_scales(1 << 1, scales);
+  if (zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {zero_point});
+  dnnl::post_ops ops;
+  ops.append_binary(dnnl::algorithm::binary_add, bias);
+  if (accumulate) ops.append_sum(1.0f);
+  if (f != Activation::none)
+    ops.append_eltwise(
+        1.0f,
+        f == Activation::relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_gelu_erf,
+        0.0f, 0.0f);
+  attr.set_post_ops(ops);
+  return attr;
+}
+#endif
 
 }  // namespace trellis::kernels::int8_detail

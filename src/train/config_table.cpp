@@ -390,16 +390,4 @@ const ConfigEntry* find_config_entry(const std::string& name) {
   return nullptr;
 }
 
-const std::vector<std::pair<const char*, ModelType>>& model_type_names() {
-  static const std::vector<std::pair<const char*, ModelType>> names = {
-      {"mlp", ModelType::mlp}, {"cnn", ModelType::cnn}, {"gpt", ModelType::gpt}};
-  return names;
-}
-
-const char* model_type_name(ModelType type) {
-  for (const auto& [name, value] : model_type_names())
-    if (value == type) return name;
-  throw Error("internal: unnamed ModelType " + std::to_string(static_cast<int>(type)));
-}
-
 }  // namespace trellis

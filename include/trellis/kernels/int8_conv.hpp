@@ -54,6 +54,7 @@ class Int8Conv2d {
 
  private:
   void forward_reference(ConstMatrix x, int n, Matrix y);
+  void require_unplanned(const char* what) const;  // Error once a primitive was made
 
   std::string name_;
   ConvGeometry geometry_;
