@@ -97,12 +97,14 @@ trellis_run 1 "${mlp[@]}" --train.max_steps=3 --run.dir="$WORK/plain" > "$WORK/a
 grep -q "moved to .*previous-runs/1" "$WORK/again.log" || fail "no warning about the moved event file"
 
 finish_of() { $py -c "import json,sys; print(json.load(open(sys.argv[1]))['finish'])" "$1/summary.json"; }
+# The budget runs need epochs enough that max_steps governs: the demo's 3 epochs end inside
+# 2 s on a fast host (Intel AMX, 2026-12-05), before the budget could.
 # A cost budget of 1e-4 (3.0 per device-hour, 2 devices: about 0.06 s of training).
-trellis_run 2 "${mlp[@]}" --train.max_steps=100000 --budget.max_cost=0.0001 --run.dir="$WORK/cost" > "$WORK/cost.log"
+trellis_run 2 "${mlp[@]}" --train.max_steps=100000 --train.epochs=1000 --budget.max_cost=0.0001 --run.dir="$WORK/cost" > "$WORK/cost.log"
 [[ $(finish_of "$WORK/cost") == budget ]] || fail "cost budget: $(tail -3 "$WORK/cost.log")"
 [[ -f "$WORK/cost/checkpoints/latest" && -f "$WORK/cost/model.h5" ]] || fail "cost budget: no checkpoint or weights"
 # A wall-time budget of 2 s.
-trellis_run 2 "${mlp[@]}" --train.max_steps=100000 --budget.max_hours=0.00055 --run.dir="$WORK/hours" > "$WORK/hours.log"
+trellis_run 2 "${mlp[@]}" --train.max_steps=100000 --train.epochs=1000 --budget.max_hours=0.00055 --run.dir="$WORK/hours" > "$WORK/hours.log"
 [[ $(finish_of "$WORK/hours") == budget ]] || fail "time budget: $(tail -3 "$WORK/hours.log")"
 [[ -f "$WORK/hours/checkpoints/latest" ]] || fail "time budget: no checkpoint"
 # Early stopping: an improvement of 10 nats is never reached, so it stops after patience + 1
