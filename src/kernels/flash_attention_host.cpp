@@ -1,6 +1,8 @@
 // Host bodies of the flash attention kernels (algorithm, layouts and tile choice in
-// kernels/flash_attention.hpp). The tile products (S = q k^T, acc += P v; in the backward
-// S, dP = dout v^T, dq += dS k, dk += dS^T q, dv += P^T dout) are sgemm calls on the strided
+// kernels/flash_attention.hpp). The forward tile products (S = q k^T, acc += P v) are the
+// register-blocked vector loops of flash_attention_tiles.cpp where the head dimension is whole
+// 16-float vectors, else sgemm calls; the backward ones (S, dP = dout v^T, dq += dS k,
+// dk += dS^T q, dv += P^T dout) are sgemm calls on the strided
 // q/k/v/dout rows themselves (leading dimension 3d or d: no tile copies); the per-row work
 // between them (mask, max, exp, sums, dropout, rescale) is a loop over a whole tile row of
 // kHostTile columns, compiled in AVX-512 / AVX2 / baseline clones (TRELLIS_HOST_CLONES), with
@@ -10,6 +12,7 @@
 
 #include "trellis/core/fast_math.hpp"
 #include "trellis/core/host_simd.hpp"
+#include "trellis/core/host_vector.hpp"
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/core/math.hpp"
 
@@ -33,12 +36,6 @@ namespace {
 constexpr std::int64_t B = kHostTile;
 constexpr std::int64_t kMaxHd = kHostMaxHeadDim;
 constexpr float kMinusHuge = -3.0e38f;  // initial running max: exp(m_old - m_new) is then ~0
-
-#if defined(__GNUC__)
-#define TRELLIS_ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define TRELLIS_ALWAYS_INLINE inline
-#endif
 
 // Keys k0 .. min(t, k0 + kn - 1) of a tile are visible to query t.
 inline std::int64_t visible_keys(std::int64_t t, std::int64_t k0, std::int64_t kn) {
@@ -69,38 +66,45 @@ void tile_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 #endif
 }
 
-TRELLIS_ALWAYS_INLINE float masked_max(const float* __restrict s, std::int64_t vis) {
-  constexpr int kLanes = 16;
-  float lanes[kLanes];
-  for (int l = 0; l < kLanes; ++l) lanes[l] = kMinusHuge;
-  for (std::int64_t j = 0; j < B; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      const float x = j + l < vis ? s[j + l] : kMinusHuge;
-      lanes[l] = x > lanes[l] ? x : lanes[l];
-    }
-  float mx = lanes[0];
-  for (int l = 1; l < kLanes; ++l) mx = lanes[l] > mx ? lanes[l] : mx;
-  return mx;
-}
-
 // Online-softmax step of a forward tile: scores s [qn][B] (columns past kn: not written by the
 // sgemm, never read) become the (dropped) probabilities exp(s - m_new) (0 above the diagonal and
-// past kn), the running max m and sum l are updated, and the accumulator rows acc [qn][hd] rescaled
-// by exp(m_old - m_new).
+// past kn, over all B columns), the running max m and sum l are updated, and the accumulator
+// rows acc [qn][hd] rescaled by exp(m_old - m_new). A row is kVectors vectors of 16 scores:
+// masked by the number of visible keys, so garbage past kn never reaches a result, and the
+// vectors wholly above the diagonal are set to 0 without an exponential.
 TRELLIS_HOST_CLONES
 void online_softmax_tile(const Dims& D, const DropoutMask& mask, std::int64_t bh, std::int64_t q0,
                          std::int64_t qn, std::int64_t k0, std::int64_t kn, float* __restrict s,
                          float* __restrict m, float* __restrict l, float* __restrict acc) {
+  using simd::Floats16;
+  constexpr std::int64_t kVectors = B / simd::kWidth;
+  static_assert(B % simd::kWidth == 0, "a tile row is whole vectors");
   const std::int64_t hd = D.hd;
+  const simd::Ints16 lane = simd::lane_index();
+  const Floats16 minus_huge = simd::splat(kMinusHuge), zero = simd::splat(0.0f);
   for (std::int64_t i = 0; i < qn; ++i) {
     const std::int64_t t = q0 + i, vis = visible_keys(t, k0, kn);
+    const std::int64_t live = (vis + simd::kWidth - 1) / simd::kWidth;  // vectors with a key
     float* __restrict srow = s + i * B;
-    const float tile_max = masked_max(srow, vis);
+    Floats16 x[kVectors];
+    Floats16 row_max = minus_huge;
+    for (std::int64_t v = 0; v < live; ++v) {
+      const auto visible = lane < static_cast<std::int32_t>(vis - v * simd::kWidth);
+      x[v] = visible ? simd::load(srow + v * simd::kWidth) : minus_huge;
+      row_max = simd::max(row_max, x[v]);
+    }
+    const float tile_max = simd::hmax(row_max);
     const float m_new = m[i] > tile_max ? m[i] : tile_max;
     const float correction = math::fast_exp(m[i] - m_new);
-    for (std::int64_t j = 0; j < kn; ++j)
-      srow[j] = j < vis ? math::fast_exp(srow[j] - m_new) : 0.0f;
-    l[i] = l[i] * correction + lane_sum(kn, [&](std::int64_t j) { return srow[j]; });
+    Floats16 row_sum = zero;
+    for (std::int64_t v = 0; v < live; ++v) {
+      const auto visible = lane < static_cast<std::int32_t>(vis - v * simd::kWidth);
+      const Floats16 e = visible ? simd::fast_exp(x[v] - m_new) : zero;
+      row_sum += e;
+      simd::store(srow + v * simd::kWidth, e);
+    }
+    for (std::int64_t v = live; v < kVectors; ++v) simd::store(srow + v * simd::kWidth, zero);
+    l[i] = l[i] * correction + simd::hsum(row_sum);
     m[i] = m_new;
     if (D.dropout) {
       const auto row = static_cast<std::uint64_t>(bh * D.T + t);
@@ -110,8 +114,10 @@ void online_softmax_tile(const Dims& D, const DropoutMask& mask, std::int64_t bh
         srow[j] = keep ? srow[j] * D.keep_scale : 0.0f;
       }
     }
-    float* __restrict acc_row = acc + i * hd;
-    for (std::int64_t c = 0; c < hd; ++c) acc_row[c] *= correction;
+    if (correction != 1.0f) {
+      float* __restrict acc_row = acc + i * hd;
+      for (std::int64_t c = 0; c < hd; ++c) acc_row[c] *= correction;
+    }
   }
 }
 
@@ -167,12 +173,21 @@ void forward_item(const Dims& D, const float* qkv, float* out, float* lse, const
     l[i] = 0.0f;
   }
   const std::int64_t last_tile = (q0 + qn - 1) / B;  // tiles above the diagonal: skipped
+  const bool vectors = vector_tiles_fit(hd);          // else the products are sgemm calls
   for (std::int64_t k0 = 0; k0 <= last_tile * B; k0 += B) {
     const std::int64_t kn = T - k0 < B ? T - k0 : B;
-    tile_gemm(false, true, qn, kn, hd, D.scale, q_rows + q0 * ld, ld, k_rows + k0 * ld, ld, 0.0f, s,
-              B);  // s = q k^T / sqrt(hd)
+    if (vectors) {
+      scores_tile(qn, kn, hd, q0 - k0, D.scale, q_rows + q0 * ld, ld, k_rows + k0 * ld, ld, s);
+    } else {
+      tile_gemm(false, true, qn, kn, hd, D.scale, q_rows + q0 * ld, ld, k_rows + k0 * ld, ld, 0.0f,
+                s, B);  // s = q k^T / sqrt(hd)
+    }
     online_softmax_tile(D, mask, bh, q0, qn, k0, kn, s, m, l, acc);
-    tile_gemm(false, false, qn, hd, kn, 1.0f, s, B, v_rows + k0 * ld, ld, 1.0f, acc, hd);
+    if (vectors) {
+      accumulate_values(qn, kn, hd, q0 - k0, s, v_rows + k0 * ld, ld, acc);
+    } else {
+      tile_gemm(false, false, qn, hd, kn, 1.0f, s, B, v_rows + k0 * ld, ld, 1.0f, acc, hd);
+    }
   }
   for (std::int64_t i = 0; i < qn; ++i) {
     const std::int64_t t = q0 + i;

@@ -178,6 +178,9 @@ TEST_CASE("flash attention matches the materialised softmax attention", "[flash]
   SECTION("dropout, T a multiple of no tile") { check_case({2, 3, tile + 6, 8, 0.2f}); }
   SECTION("dropout, T smaller than a tile, hd 32") { check_case({3, 2, 5, 32, 0.5f}); }
   SECTION("dropout, hd 64, two tiles") { check_case({1, 2, 2 * tile, 64, 0.1f}); }
+  // The vector tile products at 3 and 8 vectors per row (hd 48, 128), rows in groups of 4 / 2.
+  SECTION("hd 48 with dropout, two tiles plus 5") { check_case({1, 2, 2 * tile + 5, 48, 0.2f}); }
+  SECTION("hd 128, the largest host head") { check_case({2, 1, tile + 11, 128, 0.0f}); }
   // Above the host bodies' largest head dimension the team kernels run (on the host too).
   SECTION("hd 160: the team kernels") { check_case({2, 2, tile + 9, 160, 0.0f}); }
   SECTION("hd 160 with dropout: the team kernels") { check_case({1, 2, 2 * tile + 3, 160, 0.3f}); }

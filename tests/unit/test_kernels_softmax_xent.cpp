@@ -4,6 +4,7 @@
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/softmax_xent.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -78,4 +79,52 @@ TEST_CASE("an out-of-range label raises InputError naming value and row", "[kern
   const auto empty = kernels::softmax_xent_forward(as_matrix(logits, 0, 3), labels);
   CHECK(empty.loss_sum == 0.0);
   CHECK(empty.correct == 0);
+}
+
+// Wide rows take the host bodies' vector loops (16 columns at a time, then a tail): loss,
+// correct count and gradient against double precision, with the row maximum tied across
+// vectors (the first column must win) and the label in the tail.
+TEST_CASE("softmax cross-entropy on wide rows matches double precision", "[kernels][xent]") {
+  for (int classes : {16, 37, 256}) {
+    INFO("classes " << classes);
+    const int rows = 5;
+    std::vector<float> z(static_cast<std::size_t>(rows * classes));
+    for (std::size_t e = 0; e < z.size(); ++e)
+      z[e] = static_cast<float>(std::sin(0.7 * static_cast<double>(e)) * 4.0);
+    std::vector<int> labels(rows), expected_argmax(rows);
+    for (int r = 0; r < rows; ++r) {
+      float* row = z.data() + r * classes;
+      const int first = (3 * r + 2) % classes, second = (first + 17) % classes;
+      row[first] = row[second] = 9.0f;  // tied maxima, 17 columns apart
+      expected_argmax[static_cast<std::size_t>(r)] = std::min(first, second);
+      labels[static_cast<std::size_t>(r)] = r % 2 == 0 ? std::min(first, second) : classes - 1;
+    }
+    double loss = 0.0;
+    int correct = 0;
+    std::vector<double> grad(z.size());
+    for (int r = 0; r < rows; ++r) {
+      const float* row = z.data() + r * classes;
+      double sum = 0.0;
+      for (int j = 0; j < classes; ++j) sum += std::exp(double(row[j]) - 9.0);
+      const int label = labels[static_cast<std::size_t>(r)];
+      loss += std::log(sum) + 9.0 - row[label];
+      if (label == expected_argmax[static_cast<std::size_t>(r)]) ++correct;
+      for (int j = 0; j < classes; ++j)
+        grad[static_cast<std::size_t>(r * classes + j)] =
+            0.25 * (std::exp(double(row[j]) - 9.0) / sum - (j == label ? 1.0 : 0.0));
+    }
+    FloatView logits = to_device("logits", z);
+    IntView label_view = labels_to_device(labels);
+    const auto result = kernels::softmax_xent_forward(as_matrix(logits, rows, classes), label_view);
+    CHECK(result.loss_sum == Approx(loss).epsilon(1e-6));
+    CHECK(result.correct == correct);
+    FloatView d("d", z.size());
+    kernels::softmax_xent_backward(as_matrix(logits, rows, classes), label_view, 0.25f,
+                                   as_matrix(d, rows, classes));
+    const auto got = to_host(d);
+    double worst = 0.0;
+    for (std::size_t e = 0; e < z.size(); ++e)
+      worst = std::max(worst, std::abs(double(got[e]) - grad[e]));
+    CHECK(worst < 1e-6);
+  }
 }
