@@ -1,5 +1,7 @@
 #include "trellis/kernels/embedding.hpp"
 
+#include "trellis/core/host_simd.hpp"
+
 #include "trellis/core/error.hpp"
 #include "trellis/core/kernel_label.hpp"
 
@@ -67,6 +69,20 @@ void embedding_backward(ConstLabels tokens, ConstMatrix dy, Matrix dweight,
       });
 }
 
+namespace {
+
+// y = x + pos per block of span = T * d values (a sequence): no division per element.
+TRELLIS_HOST_CLONES
+void position_add_host(const float* __restrict x, const float* __restrict pos, std::int64_t total,
+                       std::int64_t span, float* __restrict y) {
+  for (std::int64_t start = 0; start < total; start += span) {
+    const std::int64_t len = total - start < span ? total - start : span;
+    for (std::int64_t e = 0; e < len; ++e) y[start + e] = x[start + e] + pos[e];
+  }
+}
+
+}  // namespace
+
 void position_add(ConstMatrix x, ConstMatrix pos, Matrix y) {
   require_same_shape(x, y, "position_add");
   TRELLIS_REQUIRE(
@@ -76,6 +92,10 @@ void position_add(ConstMatrix x, ConstMatrix pos, Matrix y) {
   const float* xp = x.data();
   const float* pp = pos.data();
   float* yp = y.data();
+  if constexpr (kHostMemory) {
+    position_add_host(xp, pp, static_cast<std::int64_t>(x.size()), span, yp);
+    return;
+  }
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::position::fwd"), Range(0, static_cast<std::int64_t>(x.size())),
       KOKKOS_LAMBDA(const std::int64_t i) { yp[i] = xp[i] + pp[i % span]; });

@@ -106,16 +106,20 @@ void quantize_weights(ConstVector w, std::size_t rows, std::size_t cols, Int8Vie
 #if TRELLIS_INT8_ONEDNN
 // One matmul primitive per batch size (a model meets two: the batch and a last partial one),
 // created at first use with every constant fused in: output scales s * s_w[o], the input's
-// zero point, the bias and the activation. The weights are read in place as the [in, out]
-// matrix W^T (strides 1, in): no transposed copy.
+// zero point, the bias, the activation, the residual and the output quantization. The weights
+// are read in place as the [in, out] matrix W^T (strides 1, in): no transposed copy.
 struct Int8Linear::Onednn {
   struct Plan {
     dnnl::matmul primitive;
-    dnnl::memory src, weights, bias, dst;
+    dnnl::memory src, weights, bias, residual, dst;
   };
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::map<int, Plan> plans;
+
+  static dnnl::memory::data_type byte_type(QuantType type) {
+    return type == QuantType::u8 ? dnnl::memory::data_type::u8 : dnnl::memory::data_type::s8;
+  }
 
   Plan& plan(const Int8Linear& layer, int n) {
     auto it = plans.find(n);
@@ -123,15 +127,20 @@ struct Int8Linear::Onednn {
     using dt = dnnl::memory::data_type;
     using dims = dnnl::memory::dims;
     const dnnl::memory::dim m = n, k = layer.in_, o = layer.out_;
-    const dt src_type = layer.input_.type == QuantType::u8 ? dt::u8 : dt::s8;
-    const dnnl::memory::desc src_md({m, k}, src_type, dims{k, 1});
+    const dnnl::memory::desc src_md({m, k}, byte_type(layer.input_.type), dims{k, 1});
     const dnnl::memory::desc weights_md({k, o}, dt::s8, dims{1, k});
     const dnnl::memory::desc bias_md({1, o}, dt::f32, dims{o, 1});
-    const dnnl::memory::desc dst_md({m, o}, dt::f32, dims{o, 1});
+    const dnnl::memory::desc residual_md({m, o}, dt::f32, dims{o, 1});
+    const dnnl::memory::desc dst_md(
+        {m, o}, layer.quantized_output_ ? byte_type(layer.output_.type) : dt::f32, dims{o, 1});
     const auto scales = Kokkos::create_mirror_view_and_copy(HostSpace(), layer.scales_);
-    const dnnl::primitive_attr attr =
-        int8_detail::fused_attributes(std::vector<float>(scales.data(), scales.data() + layer.out_),
-                                      layer.input_.zero_point, bias_md, false, layer.activation_);
+    int8_detail::Epilogue epilogue;
+    epilogue.activation = layer.activation_;
+    if (layer.residual_) epilogue.residual = &residual_md;
+    if (layer.quantized_output_) epilogue.output = &layer.output_;
+    const dnnl::primitive_attr attr = int8_detail::fused_attributes(
+        std::vector<float>(scales.data(), scales.data() + layer.out_), layer.input_.zero_point,
+        bias_md, epilogue);
     try {
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, weights_md, dst_md), attr,
                                             engine);
@@ -140,6 +149,7 @@ struct Int8Linear::Onednn {
       p.src = dnnl::memory(src_md, engine, DNNL_MEMORY_NONE);
       p.weights = dnnl::memory(weights_md, engine, layer.weights_.data());
       p.bias = dnnl::memory(bias_md, engine, layer.bias_.data());
+      p.residual = dnnl::memory(residual_md, engine, DNNL_MEMORY_NONE);
       p.dst = dnnl::memory(dst_md, engine, DNNL_MEMORY_NONE);
       return plans.emplace(n, std::move(p)).first->second;
     } catch (const dnnl::error& e) {
@@ -148,6 +158,29 @@ struct Int8Linear::Onednn {
                   std::to_string(k) + "] x [" + std::to_string(k) + ", " + std::to_string(o) +
                   "]: " + e.what());
     }
+  }
+
+  void execute(const Int8Linear& layer, int n, const std::uint8_t* xq, void* y,
+               const float* residual) {
+    Plan& p = plan(layer, n);
+    p.src.set_data_handle(const_cast<std::uint8_t*>(xq));  // oneDNN: not const-correct
+    p.dst.set_data_handle(y);
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p.src.get()},
+                               {DNNL_ARG_WEIGHTS, p.weights.get()},
+                               {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, p.bias.get()},
+                               {DNNL_ARG_DST, p.dst.get()},
+                               {0, nullptr}};
+    int count = 4;
+    if (residual != nullptr) {
+      p.residual.set_data_handle(const_cast<float*>(residual));
+      // The residual's post-op index: after the bias and the activation, if any.
+      const int index = layer.activation_ != Activation::none ? 2 : 1;
+      args[count++] = {DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, p.residual.get()};
+    }
+    const dnnl_status_t status = dnnl_primitive_execute(p.primitive.get(), stream.get(), count, args);
+    if (status != dnnl_success)
+      throw Error("oneDNN int8 matmul of layer " + layer.name_ + " failed with status " +
+                  std::to_string(static_cast<int>(status)));
   }
 };
 
@@ -197,41 +230,77 @@ Int8Linear::Int8Linear(const std::string& name, int in, int out, ConstInt8Vector
 
 Int8Linear::~Int8Linear() = default;
 
-void Int8Linear::forward(ConstByteVector xq, int n, Matrix y) {
-  TRELLIS_REQUIRE(xq.extent(0) >= static_cast<std::size_t>(n) * in_ &&
-                      y.extent(0) == static_cast<std::size_t>(n) &&
+void Int8Linear::require_unplanned(const char* what) const {
+#if TRELLIS_INT8_ONEDNN
+  if (onednn_ && !onednn_->plans.empty())
+    throw Error("int8 linear " + name_ + ": " + what + " is set before the first forward");
+#else
+  (void)what;
+#endif
+}
+
+void Int8Linear::set_residual(bool residual) {
+  require_unplanned("the residual");
+  residual_ = residual;
+}
+
+void Int8Linear::set_output_quantization(const ActivationQuant& output) {
+  require_unplanned("the output quantization");
+  TRELLIS_REQUIRE(output.scale > 0.0f, "int8 linear " + name_ + ": output scale must be positive");
+  quantized_output_ = true;
+  output_ = output;
+}
+
+void Int8Linear::forward(ConstByteVector xq, int n, Matrix y, ConstMatrix residual) {
+  TRELLIS_REQUIRE(!quantized_output_, "int8 linear " + name_ + ": its output is quantized");
+  TRELLIS_REQUIRE(y.extent(0) == static_cast<std::size_t>(n) &&
                       y.extent(1) == static_cast<std::size_t>(out_),
-                  "int8 linear " + name_ + ": input " + extents_string(xq) + " output " +
-                      extents_string(y) + " for n = " + std::to_string(n));
+                  "int8 linear " + name_ + ": output " + extents_string(y) + " for n = " +
+                      std::to_string(n));
+  run(xq, n, y.data(), nullptr, residual);
+}
+
+void Int8Linear::forward_quantized(ConstByteVector xq, int n, ByteView yq, ConstMatrix residual) {
+  TRELLIS_REQUIRE(quantized_output_, "int8 linear " + name_ + ": no output quantization is set");
+  TRELLIS_REQUIRE(yq.extent(0) >= static_cast<std::size_t>(n) * out_,
+                  "int8 linear " + name_ + ": " + extents_string(yq) + " output bytes for n = " +
+                      std::to_string(n));
+  run(xq, n, nullptr, yq.data(), residual);
+}
+
+void Int8Linear::run(ConstByteVector xq, int n, float* y, std::uint8_t* yq, ConstMatrix residual) {
+  TRELLIS_REQUIRE(xq.extent(0) >= static_cast<std::size_t>(n) * in_,
+                  "int8 linear " + name_ + ": input " + extents_string(xq) + " for n = " +
+                      std::to_string(n));
+  TRELLIS_REQUIRE(residual_ == (residual.data() != nullptr),
+                  "int8 linear " + name_ + (residual_ ? ": a residual is required"
+                                                      : ": it was given a residual it has not"));
+  TRELLIS_REQUIRE(!residual_ || (residual.extent(0) == static_cast<std::size_t>(n) &&
+                                 residual.extent(1) == static_cast<std::size_t>(out_)),
+                  "int8 linear " + name_ + ": residual " + extents_string(residual) +
+                      " for n = " + std::to_string(n));
   if (n == 0) return;
 #if TRELLIS_INT8_ONEDNN
   if (onednn_) {
-    Onednn::Plan& plan = onednn_->plan(*this, n);
-    plan.src.set_data_handle(const_cast<std::uint8_t*>(xq.data()));  // oneDNN: not const-correct
-    plan.dst.set_data_handle(y.data());
-    dnnl_exec_arg_t args[4] = {
-        {DNNL_ARG_SRC, plan.src.get()},
-        {DNNL_ARG_WEIGHTS, plan.weights.get()},
-        {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, plan.bias.get()},
-        {DNNL_ARG_DST, plan.dst.get()}};
-    const dnnl_status_t status =
-        dnnl_primitive_execute(plan.primitive.get(), onednn_->stream.get(), 4, args);
-    if (status != dnnl_success)
-      throw Error("oneDNN int8 matmul of layer " + name_ + " failed with status " +
-                  std::to_string(static_cast<int>(status)));
+    onednn_->execute(*this, n, xq.data(), y != nullptr ? static_cast<void*>(y) : yq,
+                     residual.data());
     return;
   }
 #endif
-  forward_reference(xq, n, y);
+  forward_reference(xq, n, y, yq, residual);
 }
 
-void Int8Linear::forward_reference(ConstByteVector xq, int n, Matrix y) const {
+void Int8Linear::forward_reference(ConstByteVector xq, int n, float* y_data,
+                                   std::uint8_t* yq_data, ConstMatrix residual) const {
   const ConstInt8Vector w = weights_;
   const ConstVector scales = scales_, bias = bias_;
   const std::int64_t in = in_, out = out_;
   const bool is_unsigned = input_.type == QuantType::u8;
   const int zero = input_.zero_point;
   const Activation f = activation_;
+  const ActivationQuant q = output_;
+  const float inverse = 1.0f / q.scale;
+  const float* r = residual.data();
   // One (row, output) pair per iteration; the k loop is contiguous in both operands.
   using Tiles = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
   Kokkos::parallel_for(
@@ -245,7 +314,14 @@ void Int8Linear::forward_reference(ConstByteVector xq, int n, Matrix y) const {
                                     : static_cast<int>(static_cast<std::int8_t>(byte));
           sum += (x - zero) * static_cast<int>(w(o * in + k));
         }
-        y(i, o) = int8_detail::apply(f, static_cast<float>(sum) * scales(o) + bias(o));
+        float v = int8_detail::apply(f, static_cast<float>(sum) * scales(o) + bias(o));
+        if (r != nullptr) v += r[i * out + o];
+        if (y_data != nullptr) {
+          y_data[i * out + o] = v;
+        } else {
+          const int level = clamp_int(round_even(v * inverse) + q.zero_point, q.qmin(), q.qmax());
+          yq_data[i * out + o] = static_cast<std::uint8_t>(level & 0xff);
+        }
       });
 }
 

@@ -48,7 +48,7 @@ struct Int8Conv2d::Onednn {
     const auto scales = Kokkos::create_mirror_view_and_copy(HostSpace(), layer.scales_);
     const dnnl::primitive_attr attr = int8_detail::fused_attributes(
         std::vector<float>(scales.data(), scales.data() + oc), layer.input_.zero_point, bias_md,
-        layer.accumulate_, layer.activation_);
+        int8_detail::Epilogue{layer.accumulate_, layer.activation_});
     try {
       const dnnl::convolution_forward::primitive_desc pd(
           dnnl::convolution_forward::desc(

@@ -47,25 +47,38 @@ inline bool use_onednn(Int8Backend backend, const std::string& what) {
 }
 
 #if TRELLIS_INT8_ONEDNN
-// The attributes of a fused int8 primitive (matmul or convolution, output channels on dim
-// 1): the dequantization as per-output-channel output scales, the input's zero point, the
-// bias as a binary post-op (the primitives' own bias would be added before the output scales
-// in oneDNN 2.x int8, that is scaled with the sums), with `accumulate` the sum with what the
-// destination holds, and the activation.
+// What a fused int8 primitive does after its sums, in this order: the dequantization as
+// per-output-channel output scales (with the input's zero point), the bias as a binary post-op
+// (the primitives' own bias would be added before the output scales in oneDNN 2.x int8, that
+// is scaled with the sums), with `accumulate` the sum with what the destination holds, the
+// activation, with `residual` a binary add of a whole tensor of the destination's shape, and
+// with `output` the quantization of the result (eltwise_linear by 1 / s plus z; the primitive
+// rounds to nearest even and saturates to the byte type).
+struct Epilogue {
+  bool accumulate = false;
+  Activation activation = Activation::none;
+  const dnnl::memory::desc* residual = nullptr;
+  const ActivationQuant* output = nullptr;
+};
+
 inline dnnl::primitive_attr fused_attributes(const std::vector<float>& scales, int zero_point,
-                                             const dnnl::memory::desc& bias, bool accumulate,
-                                             Activation f) {
+                                             const dnnl::memory::desc& bias,
+                                             const Epilogue& epilogue) {
   dnnl::primitive_attr attr;
   attr.set_output_scales(1 << 1, scales);
   if (zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {zero_point});
   dnnl::post_ops ops;
   ops.append_binary(dnnl::algorithm::binary_add, bias);
-  if (accumulate) ops.append_sum(1.0f);
-  if (f != Activation::none)
-    ops.append_eltwise(
-        1.0f,
-        f == Activation::relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_gelu_erf,
-        0.0f, 0.0f);
+  if (epilogue.accumulate) ops.append_sum(1.0f);
+  if (epilogue.activation != Activation::none)
+    ops.append_eltwise(1.0f,
+                       epilogue.activation == Activation::relu ? dnnl::algorithm::eltwise_relu
+                                                               : dnnl::algorithm::eltwise_gelu_erf,
+                       0.0f, 0.0f);
+  if (epilogue.residual != nullptr) ops.append_binary(dnnl::algorithm::binary_add, *epilogue.residual);
+  if (epilogue.output != nullptr)
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / epilogue.output->scale,
+                       static_cast<float>(epilogue.output->zero_point));
   attr.set_post_ops(ops);
   return attr;
 }

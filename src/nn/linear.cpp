@@ -100,6 +100,11 @@ void Linear::set_int8(std::unique_ptr<kernels::Int8Linear> kernel) {
               : kernels::ByteView();
 }
 
+void Linear::quantize_input(ConstMatrix input, int n) {
+  if (!int8_) throw Error("layer \"" + name() + "\": has no int8 kernel to quantize for");
+  kernels::quantize(kernels::flat(kernels::first_rows(input, n)), int8_->input(), xq_);
+}
+
 void Linear::forward(ConstMatrix input, int n, const StepContext&) {
   if (observer_ != nullptr) observer_->observe(kernels::flat(kernels::first_rows(input, n)));
   if (int8_) {

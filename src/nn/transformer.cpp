@@ -64,6 +64,16 @@ void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
   }
 }
 
+void FeedForward::forward_int8(ConstMatrix input, int n, const StepContext& ctx,
+                               ConstMatrix residual, Matrix out) {
+  TRELLIS_REQUIRE(!ctx.training && c_fc_.int8() != nullptr && c_proj_.int8() != nullptr,
+                  "mlp \"" + name() + "\": the fused int8 forward is for int8 inference");
+  dropout_active_ = false;
+  c_fc_.quantize_input(input, n);
+  c_fc_.int8()->forward_quantized(c_fc_.quantized_input(), n, c_proj_.quantized_input());
+  c_proj_.int8()->forward(c_proj_.quantized_input(), n, out, residual);
+}
+
 void FeedForward::backward(ConstMatrix output_grad, int n) {
   const ConstMatrix dy = begin_backward(output_grad, n);
   ConstMatrix dz = dy;
@@ -92,9 +102,30 @@ Block::Block(ParameterStore& store, const std::string& name, int d_model, int n_
   dh_ = FloatView("trellis::nn::" + name + ".dh", size);
 }
 
+void Block::fuse_int8() {
+  Linear& attn_proj = attn_.c_proj();
+  Linear& fc = mlp_.c_fc();
+  Linear& mlp_proj = mlp_.c_proj();
+  if (attn_.c_attn().int8() == nullptr || attn_proj.int8() == nullptr || fc.int8() == nullptr ||
+      mlp_proj.int8() == nullptr)
+    return;
+  attn_proj.int8()->set_residual(true);
+  fc.int8()->set_output_quantization(mlp_proj.int8()->input());
+  mlp_proj.int8()->set_residual(true);
+  int8_fused_ = true;
+}
+
 void Block::forward(ConstMatrix input, int n, const StepContext& ctx) {
   const ConstMatrix x = begin_forward(input, n);
   const int d = in_features();
+  if (int8_fused_) {
+    const Matrix h = as_matrix(h_, n, d);
+    ln_1_.forward(x, n, ctx);
+    attn_.forward_int8(ln_1_.output(), n, ctx, x, h);
+    ln_2_.forward(h, n, ctx);
+    mlp_.forward_int8(ln_2_.output(), n, ctx, h, output_rows(n));
+    return;
+  }
   ln_1_.forward(x, n, ctx);
   attn_.forward(ln_1_.output(), n, ctx);
   const Matrix h = as_matrix(h_, n, d);

@@ -147,6 +147,104 @@ TEST_CASE("int8 linear: oneDNN equals the reference and the exact sums", "[int8]
       }
 }
 
+// The transformer epilogues: a residual tensor added after the activation, and the output
+// quantized for the next layer (u8 with a zero point, s8), oneDNN against the reference and
+// both against the exact value; a quantized level may differ by one only where the exact
+// value lies within float rounding of a half step.
+TEST_CASE("int8 linear: residual and quantized-output epilogues", "[int8]") {
+  std::mt19937 rng(11);
+  const int in = 48, out = 40, n = 33;
+  std::uniform_int_distribution<int> weight(-127, 127);
+  std::vector<std::int8_t> w(static_cast<std::size_t>(in * out));
+  for (auto& v : w) v = static_cast<std::int8_t>(weight(rng));
+  kernels::Int8View wq("w", w.size());
+  {
+    const auto host = Kokkos::create_mirror_view(HostSpace(), wq);
+    for (std::size_t i = 0; i < w.size(); ++i) host(i) = w[i];
+    Kokkos::deep_copy(wq, host);
+  }
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> ws(out), b(out), residual(static_cast<std::size_t>(n * out));
+  for (int o = 0; o < out; ++o) ws[o] = 0.002f * (1.0f + 0.1f * static_cast<float>(o));
+  for (auto& v : b) v = uniform(rng);
+  for (auto& v : residual) v = 3.0f * uniform(rng);
+  const FloatView wsd = to_device("ws", ws), bd = to_device("b", b),
+                  rd = to_device("r", residual);
+  ActivationQuant q;
+  q.type = QuantType::s8;
+  q.scale = 0.04f;
+  std::uniform_int_distribution<int> value(q.qmin(), q.qmax());
+  std::vector<std::uint8_t> x(static_cast<std::size_t>(n * in));
+  for (auto& v : x) v = static_cast<std::uint8_t>(value(rng) & 0xff);
+  const kernels::ByteView xq = byte_view(x);
+  const ConstMatrix r = as_matrix(rd, n, out);
+  auto exact = [&](int i, int o, kernels::Activation f, bool with_residual) {
+    long long sum = 0;
+    for (int k = 0; k < in; ++k)
+      sum += static_cast<long long>(value_of(x[static_cast<std::size_t>(i * in + k)], q.type)) *
+             w[static_cast<std::size_t>(o * in + k)];
+    double z = static_cast<double>(sum) * q.scale * ws[o] + b[o];
+    if (f == kernels::Activation::gelu) z = 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+    return with_residual ? z + residual[static_cast<std::size_t>(i * out + o)] : z;
+  };
+  SECTION("y = x W^T + b + r") {
+    kernels::Int8Linear fast("fast", in, out, wq, wsd, bd, q, kernels::Activation::none);
+    kernels::Int8Linear reference("ref", in, out, wq, wsd, bd, q, kernels::Activation::none,
+                                  kernels::Int8Backend::reference);
+    fast.set_residual(true);
+    reference.set_residual(true);
+    const FloatView y1("y1", static_cast<std::size_t>(n * out)),
+        y2("y2", static_cast<std::size_t>(n * out));
+    fast.forward(xq, n, as_matrix(y1, n, out), r);
+    reference.forward(xq, n, as_matrix(y2, n, out), r);
+    const std::vector<float> a = to_host(y1), ref = to_host(y2);
+    for (int i = 0; i < n; ++i)
+      for (int o = 0; o < out; ++o) {
+        const std::size_t e = static_cast<std::size_t>(i * out + o);
+        CHECK(ref[e] == Approx(exact(i, o, kernels::Activation::none, true)).margin(1e-5));
+        CHECK(a[e] == Approx(ref[e]).margin(1e-5));
+      }
+    // The residual is required, and its shape checked.
+    CHECK_THROWS_AS(fast.forward(xq, n, as_matrix(y1, n, out)), Error);
+    CHECK_THROWS_AS(fast.forward(xq, n - 1, as_matrix(y1, n - 1, out), r), Error);
+    CHECK_THROWS_AS(fast.set_residual(false), Error);  // after the first forward
+  }
+  for (const QuantType type : {QuantType::u8, QuantType::s8})
+    SECTION(std::string("gelu, output quantized to ") + kernels::quant_type_name(type)) {
+      ActivationQuant next;
+      next.type = type;
+      next.scale = 0.03f;
+      next.zero_point = type == QuantType::u8 ? 9 : 0;
+      kernels::Int8Linear fast("fast", in, out, wq, wsd, bd, q, kernels::Activation::gelu);
+      kernels::Int8Linear reference("ref", in, out, wq, wsd, bd, q, kernels::Activation::gelu,
+                                    kernels::Int8Backend::reference);
+      fast.set_output_quantization(next);
+      reference.set_output_quantization(next);
+      kernels::ByteView b1("b1", static_cast<std::size_t>(n * out)),
+          b2("b2", static_cast<std::size_t>(n * out));
+      fast.forward_quantized(xq, n, b1);
+      reference.forward_quantized(xq, n, b2);
+      const std::vector<std::uint8_t> a = bytes_of(b1), ref = bytes_of(b2);
+      int saturated = 0;
+      for (int i = 0; i < n; ++i)
+        for (int o = 0; o < out; ++o) {
+          const std::size_t e = static_cast<std::size_t>(i * out + o);
+          const double level = exact(i, o, kernels::Activation::gelu, false) / next.scale +
+                               next.zero_point;
+          const double clamped = std::min<double>(std::max<double>(level, next.qmin()), next.qmax());
+          if (clamped != level) ++saturated;
+          const double half_step_distance = std::abs(level - std::floor(level) - 0.5);
+          const int tolerance = half_step_distance < 1e-3 ? 1 : 0;
+          CHECK(std::abs(value_of(ref[e], type) - std::nearbyint(clamped)) <= tolerance);
+          CHECK(std::abs(value_of(a[e], type) - value_of(ref[e], type)) <= tolerance);
+        }
+      CHECK(saturated > 0);  // the range is exercised at its ends too
+      kernels::Int8Linear plain("plain", in, out, wq, wsd, bd, q, kernels::Activation::gelu);
+      CHECK_THROWS_AS(plain.forward_quantized(xq, n, b1), Error);  // no output quantization
+      CHECK_THROWS_AS(fast.forward(xq, n, as_matrix(FloatView("y", 1), 0, out)), Error);
+    }
+}
+
 namespace {
 
 // An observer fed x in two passes, as calibration does on one rank.

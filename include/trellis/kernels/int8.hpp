@@ -6,7 +6,8 @@
 //   weights, per output row:   q[o, k] = clamp(round(w[o, k] / s_w[o]), -127, 127),
 //                              s_w[o] = max_k |w[o, k]| / 127 (1 for an all-zero row)
 //   linear:                    y[i, o] = f(s * s_w[o] * sum_k (q_x[i, k] - z) q_w[o, k] + b[o])
-//                              sums in s32; f = none | relu | gelu; y fp32
+//                              sums in s32; f = none | relu | gelu; y fp32, or with a
+//                              residual r: y = f(...) + r; or y quantized for the next layer
 // Rounding is to nearest, ties to even (as PyTorch's quantize_per_tensor and oneDNN).
 //
 // Int8Linear runs the linear on oneDNN's int8 matmul where the build has it (u8 x s8 or
@@ -69,15 +70,29 @@ class Int8Linear {
   Int8Linear(const Int8Linear&) = delete;
   Int8Linear& operator=(const Int8Linear&) = delete;
 
-  // xq [>= n * in] quantized with input(); y [n, out].
-  void forward(ConstByteVector xq, int n, Matrix y);
+  // Before the first forward: with a residual, y = f(x W^T + b) + r, r [n, out] fp32 given to
+  // forward (a transformer's residual stream, added in the epilogue instead of a pass of its
+  // own); with an output quantization, forward_quantized writes y quantized with it (the next
+  // int8 layer's input: no fp32 y and no quantizing pass between the two).
+  void set_residual(bool residual);
+  void set_output_quantization(const ActivationQuant& output);
+
+  // xq [>= n * in] quantized with input(); y [n, out]; residual [n, out] exactly when
+  // set_residual(true).
+  void forward(ConstByteVector xq, int n, Matrix y, ConstMatrix residual = {});
+  // The same with y quantized into yq [>= n * out] (set_output_quantization first).
+  void forward_quantized(ConstByteVector xq, int n, ByteView yq, ConstMatrix residual = {});
   const ActivationQuant& input() const { return input_; }
   bool uses_onednn() const { return onednn_ != nullptr; }
   int in_features() const { return in_; }
   int out_features() const { return out_; }
 
  private:
-  void forward_reference(ConstByteVector xq, int n, Matrix y) const;
+  // y (fp32) or yq (bytes, output quantization) from xq; checks the shapes.
+  void run(ConstByteVector xq, int n, float* y, std::uint8_t* yq, ConstMatrix residual);
+  void forward_reference(ConstByteVector xq, int n, float* y, std::uint8_t* yq,
+                         ConstMatrix residual) const;
+  void require_unplanned(const char* what) const;
 
   std::string name_;
   int in_, out_;
@@ -86,6 +101,9 @@ class Int8Linear {
   FloatView bias_;    // [out]
   ActivationQuant input_;
   Activation activation_;
+  bool residual_ = false;
+  bool quantized_output_ = false;
+  ActivationQuant output_;  // with quantized_output_
   struct Onednn;  // primitives per batch size (int8.cpp)
   std::unique_ptr<Onednn> onednn_;
 };

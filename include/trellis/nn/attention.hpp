@@ -84,6 +84,12 @@ class CausalSelfAttention : public Layer {
   }
   const Linear& c_attn() const { return c_attn_; }
   const Linear& c_proj() const { return c_proj_; }
+  Linear& c_proj() { return c_proj_; }
+
+  // Inference with int8 c_attn and c_proj, c_proj's kernel set to add a residual
+  // (Block::fuse_int8): out [n, d] = residual + attention(input), the add in c_proj's epilogue.
+  void forward_int8(ConstMatrix input, int n, const StepContext& ctx, ConstMatrix residual,
+                    Matrix out);
 
  private:
   Linear c_attn_, c_proj_;

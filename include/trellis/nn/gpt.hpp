@@ -120,6 +120,10 @@ class Gpt : public Model {
     for (auto& block : blocks_) visit_layers(*block, f);
     if (ln_f_) visit_layers(*ln_f_, f);
   }
+  // Each block whose Linears all run int8 chains them (Block::fuse_int8).
+  void int8_attached() override {
+    for (auto& block : blocks_) block->fuse_int8();
+  }
 
   const GptSpec& spec() const { return spec_; }
   const Embedding& wte() const { return *wte_; }  // first stage only

@@ -84,6 +84,11 @@ class Linear : public Layer {
   void set_input_observer(ActivationObserver* observer) { observer_ = observer; }
   void set_int8(std::unique_ptr<kernels::Int8Linear> kernel);
   const kernels::Int8Linear* int8() const { return int8_.get(); }
+  kernels::Int8Linear* int8() { return int8_.get(); }
+  // The int8 input bytes [cap * in]: filled by quantize_input, or by an upstream int8 layer
+  // that writes its output quantized for this one (a transformer block's fused path).
+  kernels::ByteView quantized_input() const { return xq_; }
+  void quantize_input(ConstMatrix input, int n);
 
   std::size_t weight_index() const { return weight_; }
   std::size_t bias_index() const { return bias_; }

@@ -61,6 +61,13 @@ class FeedForward : public Layer {
 
   float dropout() const { return p_; }
 
+  // Inference with both Linears int8, c_fc's kernel writing its output quantized for c_proj's
+  // and c_proj's adding a residual (Block::fuse_int8): out [n, d] = residual + mlp(input).
+  void forward_int8(ConstMatrix input, int n, const StepContext& ctx, ConstMatrix residual,
+                    Matrix out);
+  Linear& c_fc() { return c_fc_; }
+  Linear& c_proj() { return c_proj_; }
+
  private:
   Linear c_fc_;  // with the GELU as its epilogue (Linear::fuse_activation)
   Linear c_proj_;
@@ -93,6 +100,15 @@ class Block : public Layer {
   const LayerNorm& ln_2() const { return ln_2_; }
   const FeedForward& mlp() const { return mlp_; }
 
+  // Once every Linear of the block runs int8 (attach_int8): inference chains them without
+  // fp32 passes between, each residual add in the epilogue of the projection before it and
+  // c_fc's GELU output quantized for c_proj by c_fc itself:
+  //   h = x + attn.c_proj(attention(c_attn(ln_1(x))))
+  //   y = h + mlp.c_proj(q(gelu(mlp.c_fc(ln_2(h)))))
+  // (LayerNorm, attention and the residual stream stay fp32). Otherwise nothing changes.
+  void fuse_int8();
+  bool int8_fused() const { return int8_fused_; }
+
  private:
   LayerNorm ln_1_;
   CausalSelfAttention attn_;
@@ -100,6 +116,7 @@ class Block : public Layer {
   FeedForward mlp_;
   FloatView h_;   // [cap * d]: x + attn(ln_1(x))
   FloatView dh_;  // [cap * d]
+  bool int8_fused_ = false;
 };
 
 }  // namespace trellis::nn
