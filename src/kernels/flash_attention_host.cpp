@@ -173,7 +173,7 @@ void forward_item(const Dims& D, const float* qkv, float* out, float* lse, const
     l[i] = 0.0f;
   }
   const std::int64_t last_tile = (q0 + qn - 1) / B;  // tiles above the diagonal: skipped
-  const bool vectors = vector_tiles_fit(hd);          // else the products are sgemm calls
+  const bool vectors = vector_tiles_fit(hd);         // else the products are sgemm calls
   for (std::int64_t k0 = 0; k0 <= last_tile * B; k0 += B) {
     const std::int64_t kn = T - k0 < B ? T - k0 : B;
     if (vectors) {

@@ -27,9 +27,8 @@ inline constexpr std::int64_t kHostTile = 64;  // query and key rows per tile (h
 // keys each query row sees (causal), and nothing past them is read or written.
 bool vector_tiles_fit(std::int64_t hd);
 // s [qn][kHostTile] = scale q k^T; q rows [qn] (stride ldq), k rows [kn] (stride ldk).
-void scores_tile(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t shift,
-                 float scale, const float* q, std::int64_t ldq, const float* k, std::int64_t ldk,
-                 float* s);
+void scores_tile(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t shift, float scale,
+                 const float* q, std::int64_t ldq, const float* k, std::int64_t ldk, float* s);
 // acc [qn][hd] += p [qn][kHostTile] v; v rows [kn] (stride ldv); p is 0 past each row's keys.
 void accumulate_values(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t shift,
                        const float* p, const float* v, std::int64_t ldv, float* acc);

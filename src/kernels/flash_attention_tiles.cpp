@@ -54,18 +54,26 @@ TRELLIS_HOST_INLINE void scores_rows(int live, std::int64_t i0, std::int64_t hd,
                                      std::int64_t ldq, const float* kt, float* s) {
   static_assert(kTileVectors == 4, "one case per live vector count");
   switch (live) {
-    case 1: scores_group<R, 1>(i0, hd, q, ldq, kt, s); break;
-    case 2: scores_group<R, 2>(i0, hd, q, ldq, kt, s); break;
-    case 3: scores_group<R, 3>(i0, hd, q, ldq, kt, s); break;
-    default: scores_group<R, 4>(i0, hd, q, ldq, kt, s); break;
+    case 1:
+      scores_group<R, 1>(i0, hd, q, ldq, kt, s);
+      break;
+    case 2:
+      scores_group<R, 2>(i0, hd, q, ldq, kt, s);
+      break;
+    case 3:
+      scores_group<R, 3>(i0, hd, q, ldq, kt, s);
+      break;
+    default:
+      scores_group<R, 4>(i0, hd, q, ldq, kt, s);
+      break;
   }
 }
 
 // acc rows [i0, i0 + R) (HV vectors each) += p rows [i0, i0 + R) columns [0, keys) times v.
 template <int HV, int R>
-TRELLIS_HOST_INLINE void values_group(std::int64_t i0, std::int64_t keys,
-                                      const float* __restrict p, const float* __restrict v,
-                                      std::int64_t ldv, float* __restrict acc) {
+TRELLIS_HOST_INLINE void values_group(std::int64_t i0, std::int64_t keys, const float* __restrict p,
+                                      const float* __restrict v, std::int64_t ldv,
+                                      float* __restrict acc) {
   constexpr std::int64_t hd = HV * simd::kWidth;
   Floats16 sum[R][HV];
   for (int r = 0; r < R; ++r)
@@ -86,8 +94,7 @@ TRELLIS_HOST_INLINE void values_group(std::int64_t i0, std::int64_t keys,
 // (at most 16 of the 32 AVX-512 registers), then one row at a time.
 template <int HV>
 TRELLIS_HOST_INLINE void values_rows(std::int64_t qn, std::int64_t kn, std::int64_t shift,
-                                     const float* p, const float* v, std::int64_t ldv,
-                                     float* acc) {
+                                     const float* p, const float* v, std::int64_t ldv, float* acc) {
   constexpr int R = HV <= 4 ? 4 : 2;
   std::int64_t i0 = 0;
   for (; i0 + R <= qn; i0 += R)
@@ -102,9 +109,9 @@ bool vector_tiles_fit(std::int64_t hd) {
 }
 
 TRELLIS_HOST_CLONES
-void scores_tile(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t shift,
-                 float scale, const float* __restrict q, std::int64_t ldq,
-                 const float* __restrict k, std::int64_t ldk, float* __restrict s) {
+void scores_tile(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t shift, float scale,
+                 const float* __restrict q, std::int64_t ldq, const float* __restrict k,
+                 std::int64_t ldk, float* __restrict s) {
   alignas(64) float kt[kHostMaxHeadDim * B];  // scale k^T [hd][B], 0 past kn
   // Row by row: k's rows are read contiguously, the strided writes stay in L1 (8 KiB at hd 32).
   for (std::int64_t j = 0; j < kn; ++j)
@@ -126,14 +133,30 @@ void accumulate_values(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::i
                        const float* __restrict p, const float* __restrict v, std::int64_t ldv,
                        float* __restrict acc) {
   switch (hd / simd::kWidth) {
-    case 1: values_rows<1>(qn, kn, shift, p, v, ldv, acc); break;
-    case 2: values_rows<2>(qn, kn, shift, p, v, ldv, acc); break;
-    case 3: values_rows<3>(qn, kn, shift, p, v, ldv, acc); break;
-    case 4: values_rows<4>(qn, kn, shift, p, v, ldv, acc); break;
-    case 5: values_rows<5>(qn, kn, shift, p, v, ldv, acc); break;
-    case 6: values_rows<6>(qn, kn, shift, p, v, ldv, acc); break;
-    case 7: values_rows<7>(qn, kn, shift, p, v, ldv, acc); break;
-    default: values_rows<8>(qn, kn, shift, p, v, ldv, acc); break;
+    case 1:
+      values_rows<1>(qn, kn, shift, p, v, ldv, acc);
+      break;
+    case 2:
+      values_rows<2>(qn, kn, shift, p, v, ldv, acc);
+      break;
+    case 3:
+      values_rows<3>(qn, kn, shift, p, v, ldv, acc);
+      break;
+    case 4:
+      values_rows<4>(qn, kn, shift, p, v, ldv, acc);
+      break;
+    case 5:
+      values_rows<5>(qn, kn, shift, p, v, ldv, acc);
+      break;
+    case 6:
+      values_rows<6>(qn, kn, shift, p, v, ldv, acc);
+      break;
+    case 7:
+      values_rows<7>(qn, kn, shift, p, v, ldv, acc);
+      break;
+    default:
+      values_rows<8>(qn, kn, shift, p, v, ldv, acc);
+      break;
   }
 }
 

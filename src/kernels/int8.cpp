@@ -138,9 +138,9 @@ struct Int8Linear::Onednn {
     epilogue.activation = layer.activation_;
     if (layer.residual_) epilogue.residual = &residual_md;
     if (layer.quantized_output_) epilogue.output = &layer.output_;
-    const dnnl::primitive_attr attr = int8_detail::fused_attributes(
-        std::vector<float>(scales.data(), scales.data() + layer.out_), layer.input_.zero_point,
-        bias_md, epilogue);
+    const dnnl::primitive_attr attr =
+        int8_detail::fused_attributes(std::vector<float>(scales.data(), scales.data() + layer.out_),
+                                      layer.input_.zero_point, bias_md, epilogue);
     try {
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, weights_md, dst_md), attr,
                                             engine);
@@ -177,7 +177,8 @@ struct Int8Linear::Onednn {
       const int index = layer.activation_ != Activation::none ? 2 : 1;
       args[count++] = {DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, p.residual.get()};
     }
-    const dnnl_status_t status = dnnl_primitive_execute(p.primitive.get(), stream.get(), count, args);
+    const dnnl_status_t status =
+        dnnl_primitive_execute(p.primitive.get(), stream.get(), count, args);
     if (status != dnnl_success)
       throw Error("oneDNN int8 matmul of layer " + layer.name_ + " failed with status " +
                   std::to_string(static_cast<int>(status)));
@@ -253,28 +254,28 @@ void Int8Linear::set_output_quantization(const ActivationQuant& output) {
 
 void Int8Linear::forward(ConstByteVector xq, int n, Matrix y, ConstMatrix residual) {
   TRELLIS_REQUIRE(!quantized_output_, "int8 linear " + name_ + ": its output is quantized");
-  TRELLIS_REQUIRE(y.extent(0) == static_cast<std::size_t>(n) &&
-                      y.extent(1) == static_cast<std::size_t>(out_),
-                  "int8 linear " + name_ + ": output " + extents_string(y) + " for n = " +
-                      std::to_string(n));
+  TRELLIS_REQUIRE(
+      y.extent(0) == static_cast<std::size_t>(n) && y.extent(1) == static_cast<std::size_t>(out_),
+      "int8 linear " + name_ + ": output " + extents_string(y) + " for n = " + std::to_string(n));
   run(xq, n, y.data(), nullptr, residual);
 }
 
 void Int8Linear::forward_quantized(ConstByteVector xq, int n, ByteView yq, ConstMatrix residual) {
   TRELLIS_REQUIRE(quantized_output_, "int8 linear " + name_ + ": no output quantization is set");
   TRELLIS_REQUIRE(yq.extent(0) >= static_cast<std::size_t>(n) * out_,
-                  "int8 linear " + name_ + ": " + extents_string(yq) + " output bytes for n = " +
-                      std::to_string(n));
+                  "int8 linear " + name_ + ": " + extents_string(yq) +
+                      " output bytes for n = " + std::to_string(n));
   run(xq, n, nullptr, yq.data(), residual);
 }
 
 void Int8Linear::run(ConstByteVector xq, int n, float* y, std::uint8_t* yq, ConstMatrix residual) {
-  TRELLIS_REQUIRE(xq.extent(0) >= static_cast<std::size_t>(n) * in_,
-                  "int8 linear " + name_ + ": input " + extents_string(xq) + " for n = " +
-                      std::to_string(n));
-  TRELLIS_REQUIRE(residual_ == (residual.data() != nullptr),
-                  "int8 linear " + name_ + (residual_ ? ": a residual is required"
-                                                      : ": it was given a residual it has not"));
+  TRELLIS_REQUIRE(
+      xq.extent(0) >= static_cast<std::size_t>(n) * in_,
+      "int8 linear " + name_ + ": input " + extents_string(xq) + " for n = " + std::to_string(n));
+  TRELLIS_REQUIRE(
+      residual_ == (residual.data() != nullptr),
+      "int8 linear " + name_ +
+          (residual_ ? ": a residual is required" : ": it was given a residual it has not"));
   TRELLIS_REQUIRE(!residual_ || (residual.extent(0) == static_cast<std::size_t>(n) &&
                                  residual.extent(1) == static_cast<std::size_t>(out_)),
                   "int8 linear " + name_ + ": residual " + extents_string(residual) +
@@ -290,8 +291,8 @@ void Int8Linear::run(ConstByteVector xq, int n, float* y, std::uint8_t* yq, Cons
   forward_reference(xq, n, y, yq, residual);
 }
 
-void Int8Linear::forward_reference(ConstByteVector xq, int n, float* y_data,
-                                   std::uint8_t* yq_data, ConstMatrix residual) const {
+void Int8Linear::forward_reference(ConstByteVector xq, int n, float* y_data, std::uint8_t* yq_data,
+                                   ConstMatrix residual) const {
   const ConstInt8Vector w = weights_;
   const ConstVector scales = scales_, bias = bias_;
   const std::int64_t in = in_, out = out_;

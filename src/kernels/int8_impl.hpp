@@ -75,7 +75,8 @@ inline dnnl::primitive_attr fused_attributes(const std::vector<float>& scales, i
                        epilogue.activation == Activation::relu ? dnnl::algorithm::eltwise_relu
                                                                : dnnl::algorithm::eltwise_gelu_erf,
                        0.0f, 0.0f);
-  if (epilogue.residual != nullptr) ops.append_binary(dnnl::algorithm::binary_add, *epilogue.residual);
+  if (epilogue.residual != nullptr)
+    ops.append_binary(dnnl::algorithm::binary_add, *epilogue.residual);
   if (epilogue.output != nullptr)
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / epilogue.output->scale,
                        static_cast<float>(epilogue.output->zero_point));

@@ -1,6 +1,7 @@
 #include "trellis/kernels/layernorm.hpp"
 
 #include "trellis/core/host_simd.hpp"
+#include "trellis/core/host_vector.hpp"
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/core/math.hpp"
 
@@ -23,20 +24,62 @@ void check_extent(const V& v, std::size_t need, bool exact, const ConstMatrix& x
 
 using Index = std::int64_t;
 
+// Mean and 1 / sqrt(var + eps) of a row: sums in 16 interleaved lanes, combined pairwise
+// (lane_sum's order), on whole vectors where d allows.
+struct RowMoments {
+  float mean, rstd;
+};
+
+TRELLIS_HOST_INLINE RowMoments row_moments(const float* __restrict xr, Index d, float eps) {
+  const float inv_d = 1.0f / static_cast<float>(d);
+  if (d % simd::kWidth != 0) {
+    const float mu = lane_sum(d, [&](Index j) { return xr[j]; }) * inv_d;
+    const float var = lane_sum(d, [&](Index j) { return (xr[j] - mu) * (xr[j] - mu); }) * inv_d;
+    return RowMoments{mu, 1.0f / std::sqrt(var + eps)};
+  }
+  simd::Floats16 sum{};
+  for (Index j = 0; j < d; j += simd::kWidth) sum += simd::load(xr + j);
+  const float mu = simd::hsum(sum) * inv_d;
+  simd::Floats16 squares{};
+  for (Index j = 0; j < d; j += simd::kWidth) {
+    const simd::Floats16 c = simd::load(xr + j) - mu;
+    squares += c * c;
+  }
+  return RowMoments{mu, 1.0f / std::sqrt(simd::hsum(squares) * inv_d + eps)};
+}
+
 TRELLIS_HOST_CLONES
 void host_forward(const float* __restrict x, const float* __restrict gamma,
                   const float* __restrict beta, float eps, float* __restrict y,
                   float* __restrict mean, float* __restrict rstd, Index rows, Index d) {
-  const float inv_d = 1.0f / static_cast<float>(d);
   for (Index r = 0; r < rows; ++r) {
     const float* __restrict xr = x + r * d;
     float* __restrict yr = y + r * d;
-    const float mu = lane_sum(d, [&](Index j) { return xr[j]; }) * inv_d;
-    const float var = lane_sum(d, [&](Index j) { return (xr[j] - mu) * (xr[j] - mu); }) * inv_d;
-    const float rs = 1.0f / std::sqrt(var + eps);
-    for (Index j = 0; j < d; ++j) yr[j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
-    mean[r] = mu;
-    rstd[r] = rs;
+    const RowMoments m = row_moments(xr, d, eps);
+    for (Index j = 0; j < d; ++j) yr[j] = (xr[j] - m.mean) * m.rstd * gamma[j] + beta[j];
+    mean[r] = m.mean;
+    rstd[r] = m.rstd;
+  }
+}
+
+// The forward quantized as kernels::quantize does it (clamp in the float domain, round to
+// nearest even by the 1.5 * 2^23 trick, add the zero point), y never stored.
+TRELLIS_HOST_CLONES
+void host_forward_quantized(const float* __restrict x, const float* __restrict gamma,
+                            const float* __restrict beta, float eps, float inverse, float lo,
+                            float hi, int zero, std::uint8_t* __restrict out, Index rows, Index d) {
+  constexpr float kRoundToInteger = 12582912.0f;
+  for (Index r = 0; r < rows; ++r) {
+    const float* __restrict xr = x + r * d;
+    std::uint8_t* __restrict qr = out + r * d;
+    const RowMoments m = row_moments(xr, d, eps);
+    for (Index j = 0; j < d; ++j) {
+      float v = ((xr[j] - m.mean) * m.rstd * gamma[j] + beta[j]) * inverse;
+      v = v < lo ? lo : v;
+      v = v > hi ? hi : v;
+      v = (v + kRoundToInteger) - kRoundToInteger;
+      qr[j] = static_cast<std::uint8_t>(static_cast<int>(v) + zero);
+    }
   }
 }
 
@@ -113,6 +156,42 @@ void layernorm_forward(ConstMatrix x, ConstVector gamma, ConstVector beta, float
         for (std::int64_t j = 0; j < d; ++j) y(r, j) = (x(r, j) - mu) * rs * gamma(j) + beta(j);
         mean(r) = mu;
         rstd(r) = rs;
+      });
+}
+
+void layernorm_forward_quantized(ConstMatrix x, ConstVector gamma, ConstVector beta, float eps,
+                                 const ActivationQuant& q, ByteView out) {
+  const char* who = "layernorm_forward_quantized";
+  check_extent(gamma, x.extent(1), true, x, who, "gamma");
+  check_extent(beta, x.extent(1), true, x, who, "beta");
+  check_extent(out, x.size(), false, x, who, "output bytes");
+  TRELLIS_REQUIRE(q.scale > 0.0f, "layernorm_forward_quantized: scale must be positive");
+  const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
+  const float inverse = 1.0f / q.scale;
+  if constexpr (kHostMemory) {
+    host_forward_quantized(x.data(), gamma.data(), beta.data(), eps, inverse,
+                           static_cast<float>(q.qmin() - q.zero_point),
+                           static_cast<float>(q.qmax() - q.zero_point), q.zero_point, out.data(),
+                           static_cast<Index>(x.extent(0)), d);
+    return;
+  }
+  const float inv_d = 1.0f / static_cast<float>(d);
+  const ActivationQuant quant = q;
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::layernorm::fwd_quantized"),
+      Range(0, static_cast<std::int64_t>(x.extent(0))), KOKKOS_LAMBDA(const std::int64_t r) {
+        float sum = 0.0f;
+        for (std::int64_t j = 0; j < d; ++j) sum += x(r, j);
+        const float mu = sum * inv_d;
+        float sq = 0.0f;
+        for (std::int64_t j = 0; j < d; ++j) sq += (x(r, j) - mu) * (x(r, j) - mu);
+        const float rs = 1.0f / math::sqrt(sq * inv_d + eps);
+        for (std::int64_t j = 0; j < d; ++j) {
+          const float y = (x(r, j) - mu) * rs * gamma(j) + beta(j);
+          const int v = static_cast<int>(rintf(y * inverse)) + quant.zero_point;
+          const int level = v < quant.qmin() ? quant.qmin() : v > quant.qmax() ? quant.qmax() : v;
+          out(r * d + j) = static_cast<std::uint8_t>(level & 0xff);
+        }
       });
 }
 

@@ -26,7 +26,7 @@ void check_labels_extent(const ConstMatrix& logits, const ConstLabels& labels, c
 // first column holding it and the sum of exp(z - max) kept in registers. Same results as the
 // Kokkos kernels up to the order of the additions.
 struct RowStats {
-  float max, sum;  // max_j z_j, sum_j exp(z_j - max)
+  float max, sum;       // max_j z_j, sum_j exp(z_j - max)
   std::int32_t argmax;  // the first j with z_j == max
 };
 
@@ -63,8 +63,8 @@ TRELLIS_HOST_INLINE RowStats row_stats(const float* __restrict z, std::int32_t c
 TRELLIS_HOST_CLONES
 void xent_forward_host(const float* __restrict logits, std::int64_t ld,
                        const std::int32_t* __restrict labels, std::int64_t rows,
-                       std::int32_t classes, double& loss_sum,
-                       std::int64_t& correct, std::int64_t& first_bad_row) {
+                       std::int32_t classes, double& loss_sum, std::int64_t& correct,
+                       std::int64_t& first_bad_row) {
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int32_t label = labels[r];
     if (label < 0 || label >= classes) {

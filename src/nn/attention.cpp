@@ -71,8 +71,8 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
   dqkv_ = buffer(name, "dqkv", 3 * rows_d);
 }
 
-void CausalSelfAttention::forward_int8(ConstMatrix input, int n, const StepContext& ctx,
-                                       ConstMatrix residual, Matrix out) {
+void CausalSelfAttention::forward_int8(int n, const StepContext& ctx, ConstMatrix residual,
+                                       Matrix out) {
   TRELLIS_REQUIRE(!ctx.training && c_attn_.int8() != nullptr && c_proj_.int8() != nullptr,
                   "attention \"" + name() + "\": the fused int8 forward is for int8 inference");
   TRELLIS_REQUIRE(n % seq_len_ == 0, "attention \"" + name() + "\": " + std::to_string(n) +
@@ -80,7 +80,7 @@ void CausalSelfAttention::forward_int8(ConstMatrix input, int n, const StepConte
                                          std::to_string(seq_len_));
   dropout_active_ = false;
   last_rows_ = n;
-  c_attn_.forward(input, n, ctx);
+  c_attn_.forward_quantized_input(n);
   const ConstMatrix qkv = kernels::first_rows(c_attn_.output(), n);  // [n, 3d]
   const Matrix yr = as_matrix(yr_, n, d_);                           // [n, d]
   kernels::flash_attention_forward(qkv, shape(), yr, lse_rows(n), kernels::DropoutMask{});

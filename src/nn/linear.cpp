@@ -105,6 +105,11 @@ void Linear::quantize_input(ConstMatrix input, int n) {
   kernels::quantize(kernels::flat(kernels::first_rows(input, n)), int8_->input(), xq_);
 }
 
+void Linear::forward_quantized_input(int n) {
+  if (!int8_) throw Error("layer \"" + name() + "\": has no int8 kernel");
+  int8_->forward(xq_, n, output_rows(n));
+}
+
 void Linear::forward(ConstMatrix input, int n, const StepContext&) {
   if (observer_ != nullptr) observer_->observe(kernels::flat(kernels::first_rows(input, n)));
   if (int8_) {

@@ -64,12 +64,10 @@ void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
   }
 }
 
-void FeedForward::forward_int8(ConstMatrix input, int n, const StepContext& ctx,
-                               ConstMatrix residual, Matrix out) {
+void FeedForward::forward_int8(int n, const StepContext& ctx, ConstMatrix residual, Matrix out) {
   TRELLIS_REQUIRE(!ctx.training && c_fc_.int8() != nullptr && c_proj_.int8() != nullptr,
                   "mlp \"" + name() + "\": the fused int8 forward is for int8 inference");
   dropout_active_ = false;
-  c_fc_.quantize_input(input, n);
   c_fc_.int8()->forward_quantized(c_fc_.quantized_input(), n, c_proj_.quantized_input());
   c_proj_.int8()->forward(c_proj_.quantized_input(), n, out, residual);
 }
@@ -120,10 +118,12 @@ void Block::forward(ConstMatrix input, int n, const StepContext& ctx) {
   const int d = in_features();
   if (int8_fused_) {
     const Matrix h = as_matrix(h_, n, d);
-    ln_1_.forward(x, n, ctx);
-    attn_.forward_int8(ln_1_.output(), n, ctx, x, h);
-    ln_2_.forward(h, n, ctx);
-    mlp_.forward_int8(ln_2_.output(), n, ctx, h, output_rows(n));
+    Linear& c_attn = attn_.c_attn();
+    Linear& c_fc = mlp_.c_fc();
+    ln_1_.forward_quantized(x, n, c_attn.int8()->input(), c_attn.quantized_input());
+    attn_.forward_int8(n, ctx, x, h);
+    ln_2_.forward_quantized(h, n, c_fc.int8()->input(), c_fc.quantized_input());
+    mlp_.forward_int8(n, ctx, h, output_rows(n));
     return;
   }
   ln_1_.forward(x, n, ctx);

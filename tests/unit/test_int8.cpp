@@ -6,6 +6,7 @@
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/int8.hpp"
 #include "trellis/kernels/int8_conv.hpp"
+#include "trellis/kernels/layernorm.hpp"
 #include "trellis/nn/quantization.hpp"
 
 #include <algorithm>
@@ -168,8 +169,7 @@ TEST_CASE("int8 linear: residual and quantized-output epilogues", "[int8]") {
   for (int o = 0; o < out; ++o) ws[o] = 0.002f * (1.0f + 0.1f * static_cast<float>(o));
   for (auto& v : b) v = uniform(rng);
   for (auto& v : residual) v = 3.0f * uniform(rng);
-  const FloatView wsd = to_device("ws", ws), bd = to_device("b", b),
-                  rd = to_device("r", residual);
+  const FloatView wsd = to_device("ws", ws), bd = to_device("b", b), rd = to_device("r", residual);
   ActivationQuant q;
   q.type = QuantType::s8;
   q.scale = 0.04f;
@@ -229,9 +229,10 @@ TEST_CASE("int8 linear: residual and quantized-output epilogues", "[int8]") {
       for (int i = 0; i < n; ++i)
         for (int o = 0; o < out; ++o) {
           const std::size_t e = static_cast<std::size_t>(i * out + o);
-          const double level = exact(i, o, kernels::Activation::gelu, false) / next.scale +
-                               next.zero_point;
-          const double clamped = std::min<double>(std::max<double>(level, next.qmin()), next.qmax());
+          const double level =
+              exact(i, o, kernels::Activation::gelu, false) / next.scale + next.zero_point;
+          const double clamped =
+              std::min<double>(std::max<double>(level, next.qmin()), next.qmax());
           if (clamped != level) ++saturated;
           const double half_step_distance = std::abs(level - std::floor(level) - 0.5);
           const int tolerance = half_step_distance < 1e-3 ? 1 : 0;
@@ -242,6 +243,45 @@ TEST_CASE("int8 linear: residual and quantized-output epilogues", "[int8]") {
       kernels::Int8Linear plain("plain", in, out, wq, wsd, bd, q, kernels::Activation::gelu);
       CHECK_THROWS_AS(plain.forward_quantized(xq, n, b1), Error);  // no output quantization
       CHECK_THROWS_AS(fast.forward(xq, n, as_matrix(FloatView("y", 1), 0, out)), Error);
+    }
+}
+
+// The fused LayerNorm + quantization of the int8 GPT blocks gives the bytes that the
+// LayerNorm followed by kernels::quantize gives (a level apart at most, and only where y sits
+// within float rounding of a half step), for widths of whole vectors and not.
+TEST_CASE("layernorm quantized in one pass equals layernorm then quantize", "[int8]") {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.5f, 2.0f);
+  for (const int d : {128, 37})
+    for (const QuantType type : {QuantType::s8, QuantType::u8}) {
+      INFO("d " << d << ", " << kernels::quant_type_name(type));
+      const int rows = 29;
+      std::vector<float> x(static_cast<std::size_t>(rows * d)), g(d), b(d);
+      for (auto& v : x) v = normal(rng);
+      for (auto& v : g) v = 1.0f + 0.3f * normal(rng);
+      for (auto& v : b) v = 0.1f * normal(rng);
+      const FloatView xd = to_device("x", x), gd = to_device("g", g), bd = to_device("b", b);
+      ActivationQuant q;
+      q.type = type;
+      q.scale = 0.02f;  // clips the tails: saturation is exercised
+      q.zero_point = type == QuantType::u8 ? 100 : 0;
+      FloatView y("y", x.size()), mean("mean", rows), rstd("rstd", rows);
+      kernels::layernorm_forward(as_matrix(xd, rows, d), gd, bd, 1e-5f, as_matrix(y, rows, d), mean,
+                                 rstd);
+      kernels::ByteView separate("separate", x.size()), fused("fused", x.size());
+      kernels::quantize(y, q, separate);
+      kernels::layernorm_forward_quantized(as_matrix(xd, rows, d), gd, bd, 1e-5f, q, fused);
+      const std::vector<std::uint8_t> a = bytes_of(separate), f = bytes_of(fused);
+      const std::vector<float> yh = to_host(y);
+      int differ = 0;
+      for (std::size_t e = 0; e < a.size(); ++e) {
+        if (a[e] == f[e]) continue;
+        ++differ;
+        const double level = static_cast<double>(yh[e]) / q.scale;
+        CHECK(std::abs(level - std::floor(level) - 0.5) < 1e-3);
+        CHECK(std::abs(value_of(a[e], type) - value_of(f[e], type)) == 1);
+      }
+      CHECK(differ <= static_cast<int>(a.size() / 100));
     }
 }
 

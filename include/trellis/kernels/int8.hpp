@@ -104,7 +104,7 @@ class Int8Linear {
   bool residual_ = false;
   bool quantized_output_ = false;
   ActivationQuant output_;  // with quantized_output_
-  struct Onednn;  // primitives per batch size (int8.cpp)
+  struct Onednn;            // primitives per batch size (int8.cpp)
   std::unique_ptr<Onednn> onednn_;
 };
 

@@ -18,6 +18,7 @@
 // are summed in row order on both.
 #pragma once
 
+#include "trellis/kernels/int8.hpp"
 #include "trellis/kernels/views.hpp"
 
 namespace trellis::kernels {
@@ -25,6 +26,11 @@ namespace trellis::kernels {
 // Writes y and the per-row statistics mean[0, n), rstd[0, n) that backward needs.
 void layernorm_forward(ConstMatrix x, ConstVector gamma, ConstVector beta, float eps, Matrix y,
                        Vector mean, Vector rstd);
+
+// Int8 inference: the forward's y quantized with q (kernels::quantize's rounding) into
+// out [>= rows * d] bytes, the next int8 Linear's input; y and the statistics not written.
+void layernorm_forward_quantized(ConstMatrix x, ConstVector gamma, ConstVector beta, float eps,
+                                 const ActivationQuant& q, ByteView out);
 
 // x, mean, rstd as the forward saw/wrote them. dx written; dgamma, dbeta accumulated.
 void layernorm_backward(ConstMatrix x, ConstMatrix dy, ConstVector gamma, ConstVector mean,

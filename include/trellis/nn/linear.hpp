@@ -89,6 +89,8 @@ class Linear : public Layer {
   // that writes its output quantized for this one (a transformer block's fused path).
   kernels::ByteView quantized_input() const { return xq_; }
   void quantize_input(ConstMatrix input, int n);
+  // Int8 inference from quantized_input() as filled upstream: output() [n, out].
+  void forward_quantized_input(int n);
 
   std::size_t weight_index() const { return weight_; }
   std::size_t bias_index() const { return bias_; }

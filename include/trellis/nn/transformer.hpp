@@ -62,9 +62,9 @@ class FeedForward : public Layer {
   float dropout() const { return p_; }
 
   // Inference with both Linears int8, c_fc's kernel writing its output quantized for c_proj's
-  // and c_proj's adding a residual (Block::fuse_int8): out [n, d] = residual + mlp(input).
-  void forward_int8(ConstMatrix input, int n, const StepContext& ctx, ConstMatrix residual,
-                    Matrix out);
+  // and c_proj's adding a residual (Block::fuse_int8): out [n, d] = residual + mlp(x), from x
+  // already quantized into c_fc's quantized_input() (by the LayerNorm before).
+  void forward_int8(int n, const StepContext& ctx, ConstMatrix residual, Matrix out);
   Linear& c_fc() { return c_fc_; }
   Linear& c_proj() { return c_proj_; }
 
@@ -101,11 +101,13 @@ class Block : public Layer {
   const FeedForward& mlp() const { return mlp_; }
 
   // Once every Linear of the block runs int8 (attach_int8): inference chains them without
-  // fp32 passes between, each residual add in the epilogue of the projection before it and
-  // c_fc's GELU output quantized for c_proj by c_fc itself:
-  //   h = x + attn.c_proj(attention(c_attn(ln_1(x))))
-  //   y = h + mlp.c_proj(q(gelu(mlp.c_fc(ln_2(h)))))
-  // (LayerNorm, attention and the residual stream stay fp32). Otherwise nothing changes.
+  // fp32 passes between. Each LayerNorm writes its output quantized for the Linear after it,
+  // each residual add is in the epilogue of the projection before it, and c_fc quantizes its
+  // GELU output for c_proj itself:
+  //   h = x + attn.c_proj(attention(c_attn(q(ln_1(x)))))
+  //   y = h + mlp.c_proj(q(gelu(mlp.c_fc(q(ln_2(h))))))
+  // (the LayerNorm statistics, attention and the residual stream stay fp32). Otherwise
+  // nothing changes.
   void fuse_int8();
   bool int8_fused() const { return int8_fused_; }
 
