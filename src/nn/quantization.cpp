@@ -241,7 +241,7 @@ Int8Layer quantize_layer(const Layer& layer, const ParameterStore& store,
 }
 
 void attach_int8(Model& model, const ParameterStore& store, const std::vector<Int8Layer>& layers,
-                 kernels::Int8Backend backend) {
+                 kernels::Int8Backend backend, bool fuse) {
   const std::vector<Layer*> candidates = quantizable_layers(model);
   std::vector<BatchNorm2d*> norms;
   model.for_each_layer([&](Layer& layer) {
@@ -301,7 +301,7 @@ void attach_int8(Model& model, const ParameterStore& store, const std::vector<In
       (*norm)->set_folded(true);
     }
   }
-  model.int8_attached();
+  if (fuse) model.int8_attached();
 }
 
 }  // namespace trellis::nn

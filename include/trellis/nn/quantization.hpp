@@ -101,8 +101,11 @@ Int8Layer quantize_layer(const Layer& layer, const ParameterStore& store,
                          const kernels::ActivationQuant& input, const BatchNorm2d* norm = nullptr);
 
 // Makes each named layer of `model` run its int8 kernel (and each folded BatchNorm the
-// identity); Error naming a layer the model does not have or whose shape differs.
+// identity); Error naming a layer the model does not have or whose shape differs. Then the
+// model fuses its int8 layers as it can (Model::int8_attached: the CNN's channels-last
+// residual blocks, the GPT's chained blocks); with fuse = false each layer runs on its own,
+// quantizing its fp32 input (what the tests hold the fused paths to).
 void attach_int8(Model& model, const ParameterStore& store, const std::vector<Int8Layer>& layers,
-                 kernels::Int8Backend backend = kernels::Int8Backend::automatic);
+                 kernels::Int8Backend backend = kernels::Int8Backend::automatic, bool fuse = true);
 
 }  // namespace trellis::nn
