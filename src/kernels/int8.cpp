@@ -3,6 +3,7 @@
 #include "trellis/core/error.hpp"
 #include "trellis/core/host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
+#include "trellis/kernels/activation.hpp"
 
 #include "int8_impl.hpp"
 
@@ -39,6 +40,19 @@ void quantize_host(const float* __restrict x, std::int64_t n, float inverse, flo
   }
 }
 
+// gelu then quantize_host's arithmetic, one pass.
+TRELLIS_HOST_CLONES
+void gelu_quantize_host(const float* __restrict z, std::int64_t n, float inverse, float lo,
+                        float hi, int zero, std::uint8_t* __restrict out) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    float v = gelu(z[i]) * inverse;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    v = (v + kRoundToInteger) - kRoundToInteger;
+    out[i] = static_cast<std::uint8_t>(static_cast<int>(v) + zero);
+  }
+}
+
 template <class From, class To>
 void copy_into(const From& from, const To& to) {
   Kokkos::deep_copy(to, from);
@@ -67,6 +81,28 @@ void quantize(ConstVector x, const ActivationQuant& q, ByteView out) {
         const int v =
             clamp_int(round_even(x(e) * inverse) + quant.zero_point, quant.qmin(), quant.qmax());
         out(e) = static_cast<std::uint8_t>(v & 0xff);  // s8: the two's complement bits
+      });
+}
+
+void gelu_quantize(ConstVector z, const ActivationQuant& q, ByteVector out) {
+  TRELLIS_REQUIRE(out.extent(0) >= z.extent(0), "gelu_quantize: " + std::to_string(z.extent(0)) +
+                                                    " values into " +
+                                                    std::to_string(out.extent(0)) + " bytes");
+  TRELLIS_REQUIRE(q.scale > 0.0f, "gelu_quantize: scale must be positive");
+  const float inverse = 1.0f / q.scale;
+  if constexpr (kHostMemory) {
+    gelu_quantize_host(z.data(), static_cast<std::int64_t>(z.extent(0)), inverse,
+                       static_cast<float>(q.qmin() - q.zero_point),
+                       static_cast<float>(q.qmax() - q.zero_point), q.zero_point, out.data());
+    return;
+  }
+  const ActivationQuant quant = q;
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::int8::gelu_quantize"), Range(0, z.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t e) {
+        const int v = clamp_int(round_even(gelu(z(e)) * inverse) + quant.zero_point, quant.qmin(),
+                                quant.qmax());
+        out(e) = static_cast<std::uint8_t>(v & 0xff);
       });
 }
 
@@ -106,7 +142,7 @@ void quantize_weights(ConstVector w, std::size_t rows, std::size_t cols, Int8Vie
 #if TRELLIS_INT8_ONEDNN
 // One matmul primitive per batch size (a model meets two: the batch and a last partial one),
 // created at first use with every constant fused in: output scales s * s_w[o], the input's
-// zero point, the bias, the activation, the residual and the output quantization. The weights
+// zero point, the bias, the activation and the residual. The weights
 // are read in place as the [in, out] matrix W^T (strides 1, in): no transposed copy.
 struct Int8Linear::Onednn {
   struct Plan {
@@ -117,27 +153,22 @@ struct Int8Linear::Onednn {
   dnnl::stream stream{engine};
   std::map<int, Plan> plans;
 
-  static dnnl::memory::data_type byte_type(QuantType type) {
-    return type == QuantType::u8 ? dnnl::memory::data_type::u8 : dnnl::memory::data_type::s8;
-  }
-
   Plan& plan(const Int8Linear& layer, int n) {
     auto it = plans.find(n);
     if (it != plans.end()) return it->second;
     using dt = dnnl::memory::data_type;
     using dims = dnnl::memory::dims;
     const dnnl::memory::dim m = n, k = layer.in_, o = layer.out_;
-    const dnnl::memory::desc src_md({m, k}, byte_type(layer.input_.type), dims{k, 1});
+    const dt src_type = layer.input_.type == QuantType::u8 ? dt::u8 : dt::s8;
+    const dnnl::memory::desc src_md({m, k}, src_type, dims{k, 1});
     const dnnl::memory::desc weights_md({k, o}, dt::s8, dims{1, k});
     const dnnl::memory::desc bias_md({1, o}, dt::f32, dims{o, 1});
     const dnnl::memory::desc residual_md({m, o}, dt::f32, dims{o, 1});
-    const dnnl::memory::desc dst_md(
-        {m, o}, layer.quantized_output_ ? byte_type(layer.output_.type) : dt::f32, dims{o, 1});
+    const dnnl::memory::desc dst_md({m, o}, dt::f32, dims{o, 1});
     const auto scales = Kokkos::create_mirror_view_and_copy(HostSpace(), layer.scales_);
     int8_detail::Epilogue epilogue;
     epilogue.activation = layer.activation_;
     if (layer.residual_) epilogue.residual = &residual_md;
-    if (layer.quantized_output_) epilogue.output = &layer.output_;
     const dnnl::primitive_attr attr =
         int8_detail::fused_attributes(std::vector<float>(scales.data(), scales.data() + layer.out_),
                                       layer.input_.zero_point, bias_md, epilogue);
@@ -160,7 +191,7 @@ struct Int8Linear::Onednn {
     }
   }
 
-  void execute(const Int8Linear& layer, int n, const std::uint8_t* xq, void* y,
+  void execute(const Int8Linear& layer, int n, const std::uint8_t* xq, float* y,
                const float* residual) {
     Plan& p = plan(layer, n);
     p.src.set_data_handle(const_cast<std::uint8_t*>(xq));  // oneDNN: not const-correct
@@ -245,33 +276,17 @@ void Int8Linear::set_residual(bool residual) {
   residual_ = residual;
 }
 
-void Int8Linear::set_output_quantization(const ActivationQuant& output) {
-  require_unplanned("the output quantization");
-  TRELLIS_REQUIRE(output.scale > 0.0f, "int8 linear " + name_ + ": output scale must be positive");
-  quantized_output_ = true;
-  output_ = output;
+void Int8Linear::set_activation(Activation f) {
+  require_unplanned("the activation");
+  activation_ = f;
 }
 
 void Int8Linear::forward(ConstByteVector xq, int n, Matrix y, ConstMatrix residual) {
-  TRELLIS_REQUIRE(!quantized_output_, "int8 linear " + name_ + ": its output is quantized");
-  TRELLIS_REQUIRE(
-      y.extent(0) == static_cast<std::size_t>(n) && y.extent(1) == static_cast<std::size_t>(out_),
-      "int8 linear " + name_ + ": output " + extents_string(y) + " for n = " + std::to_string(n));
-  run(xq, n, y.data(), nullptr, residual);
-}
-
-void Int8Linear::forward_quantized(ConstByteVector xq, int n, ByteView yq, ConstMatrix residual) {
-  TRELLIS_REQUIRE(quantized_output_, "int8 linear " + name_ + ": no output quantization is set");
-  TRELLIS_REQUIRE(yq.extent(0) >= static_cast<std::size_t>(n) * out_,
-                  "int8 linear " + name_ + ": " + extents_string(yq) +
-                      " output bytes for n = " + std::to_string(n));
-  run(xq, n, nullptr, yq.data(), residual);
-}
-
-void Int8Linear::run(ConstByteVector xq, int n, float* y, std::uint8_t* yq, ConstMatrix residual) {
-  TRELLIS_REQUIRE(
-      xq.extent(0) >= static_cast<std::size_t>(n) * in_,
-      "int8 linear " + name_ + ": input " + extents_string(xq) + " for n = " + std::to_string(n));
+  TRELLIS_REQUIRE(xq.extent(0) >= static_cast<std::size_t>(n) * in_ &&
+                      y.extent(0) == static_cast<std::size_t>(n) &&
+                      y.extent(1) == static_cast<std::size_t>(out_),
+                  "int8 linear " + name_ + ": input " + extents_string(xq) + " output " +
+                      extents_string(y) + " for n = " + std::to_string(n));
   TRELLIS_REQUIRE(
       residual_ == (residual.data() != nullptr),
       "int8 linear " + name_ +
@@ -283,15 +298,14 @@ void Int8Linear::run(ConstByteVector xq, int n, float* y, std::uint8_t* yq, Cons
   if (n == 0) return;
 #if TRELLIS_INT8_ONEDNN
   if (onednn_) {
-    onednn_->execute(*this, n, xq.data(), y != nullptr ? static_cast<void*>(y) : yq,
-                     residual.data());
+    onednn_->execute(*this, n, xq.data(), y.data(), residual.data());
     return;
   }
 #endif
-  forward_reference(xq, n, y, yq, residual);
+  forward_reference(xq, n, y, residual);
 }
 
-void Int8Linear::forward_reference(ConstByteVector xq, int n, float* y_data, std::uint8_t* yq_data,
+void Int8Linear::forward_reference(ConstByteVector xq, int n, Matrix y,
                                    ConstMatrix residual) const {
   const ConstInt8Vector w = weights_;
   const ConstVector scales = scales_, bias = bias_;
@@ -299,8 +313,6 @@ void Int8Linear::forward_reference(ConstByteVector xq, int n, float* y_data, std
   const bool is_unsigned = input_.type == QuantType::u8;
   const int zero = input_.zero_point;
   const Activation f = activation_;
-  const ActivationQuant q = output_;
-  const float inverse = 1.0f / q.scale;
   const float* r = residual.data();
   // One (row, output) pair per iteration; the k loop is contiguous in both operands.
   using Tiles = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
@@ -315,14 +327,8 @@ void Int8Linear::forward_reference(ConstByteVector xq, int n, float* y_data, std
                                     : static_cast<int>(static_cast<std::int8_t>(byte));
           sum += (x - zero) * static_cast<int>(w(o * in + k));
         }
-        float v = int8_detail::apply(f, static_cast<float>(sum) * scales(o) + bias(o));
-        if (r != nullptr) v += r[i * out + o];
-        if (y_data != nullptr) {
-          y_data[i * out + o] = v;
-        } else {
-          const int level = clamp_int(round_even(v * inverse) + q.zero_point, q.qmin(), q.qmax());
-          yq_data[i * out + o] = static_cast<std::uint8_t>(level & 0xff);
-        }
+        const float v = int8_detail::apply(f, static_cast<float>(sum) * scales(o) + bias(o));
+        y(i, o) = r != nullptr ? v + r[i * out + o] : v;
       });
 }
 

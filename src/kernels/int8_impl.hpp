@@ -51,14 +51,11 @@ inline bool use_onednn(Int8Backend backend, const std::string& what) {
 // per-output-channel output scales (with the input's zero point), the bias as a binary post-op
 // (the primitives' own bias would be added before the output scales in oneDNN 2.x int8, that
 // is scaled with the sums), with `accumulate` the sum with what the destination holds, the
-// activation, with `residual` a binary add of a whole tensor of the destination's shape, and
-// with `output` the quantization of the result (eltwise_linear by 1 / s plus z; the primitive
-// rounds to nearest even and saturates to the byte type).
+// activation, and with `residual` a binary add of a whole tensor of the destination's shape.
 struct Epilogue {
   bool accumulate = false;
   Activation activation = Activation::none;
   const dnnl::memory::desc* residual = nullptr;
-  const ActivationQuant* output = nullptr;
 };
 
 inline dnnl::primitive_attr fused_attributes(const std::vector<float>& scales, int zero_point,
@@ -77,9 +74,6 @@ inline dnnl::primitive_attr fused_attributes(const std::vector<float>& scales, i
                        0.0f, 0.0f);
   if (epilogue.residual != nullptr)
     ops.append_binary(dnnl::algorithm::binary_add, *epilogue.residual);
-  if (epilogue.output != nullptr)
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / epilogue.output->scale,
-                       static_cast<float>(epilogue.output->zero_point));
   attr.set_post_ops(ops);
   return attr;
 }

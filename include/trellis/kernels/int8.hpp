@@ -7,7 +7,7 @@
 //                              s_w[o] = max_k |w[o, k]| / 127 (1 for an all-zero row)
 //   linear:                    y[i, o] = f(s * s_w[o] * sum_k (q_x[i, k] - z) q_w[o, k] + b[o])
 //                              sums in s32; f = none | relu | gelu; y fp32, or with a
-//                              residual r: y = f(...) + r; or y quantized for the next layer
+//                              residual r: y = f(...) + r
 // Rounding is to nearest, ties to even (as PyTorch's quantize_per_tensor and oneDNN).
 //
 // Int8Linear runs the linear on oneDNN's int8 matmul where the build has it (u8 x s8 or
@@ -32,6 +32,7 @@ using ConstInt8Vector = Kokkos::View<const std::int8_t*, MemSpace, Unmanaged>;
 // Quantized activations: u8 values, or s8 values stored in the same bytes.
 using ByteView = Kokkos::View<std::uint8_t*, MemSpace>;
 using ConstByteVector = Kokkos::View<const std::uint8_t*, MemSpace, Unmanaged>;
+using ByteVector = Kokkos::View<std::uint8_t*, MemSpace, Unmanaged>;
 
 enum class QuantType { u8, s8 };
 const char* quant_type_name(QuantType type);  // "u8" | "s8"
@@ -46,6 +47,9 @@ struct ActivationQuant {
 
 // out[e] = q(x[e]) for e < n: x [n] fp32, out [>= n] bytes (s8 values as their bit patterns).
 void quantize(ConstVector x, const ActivationQuant& q, ByteView out);
+// out[e] = q(gelu(z[e])) for e < n: a transformer MLP's hidden activation quantized for its
+// second Linear in one pass (GELU as kernels::gelu, rounding as quantize).
+void gelu_quantize(ConstVector z, const ActivationQuant& q, ByteVector out);
 // x[e] = s (q[e] - z): the inverse, for tests and error bounds.
 void dequantize(ConstByteVector q, const ActivationQuant& quant, Vector x);
 
@@ -72,26 +76,21 @@ class Int8Linear {
 
   // Before the first forward: with a residual, y = f(x W^T + b) + r, r [n, out] fp32 given to
   // forward (a transformer's residual stream, added in the epilogue instead of a pass of its
-  // own); with an output quantization, forward_quantized writes y quantized with it (the next
-  // int8 layer's input: no fp32 y and no quantizing pass between the two).
+  // own).
   void set_residual(bool residual);
-  void set_output_quantization(const ActivationQuant& output);
+  // The epilogue's activation (the constructor's by default), before the first forward.
+  void set_activation(Activation f);
 
   // xq [>= n * in] quantized with input(); y [n, out]; residual [n, out] exactly when
   // set_residual(true).
   void forward(ConstByteVector xq, int n, Matrix y, ConstMatrix residual = {});
-  // The same with y quantized into yq [>= n * out] (set_output_quantization first).
-  void forward_quantized(ConstByteVector xq, int n, ByteView yq, ConstMatrix residual = {});
   const ActivationQuant& input() const { return input_; }
   bool uses_onednn() const { return onednn_ != nullptr; }
   int in_features() const { return in_; }
   int out_features() const { return out_; }
 
  private:
-  // y (fp32) or yq (bytes, output quantization) from xq; checks the shapes.
-  void run(ConstByteVector xq, int n, float* y, std::uint8_t* yq, ConstMatrix residual);
-  void forward_reference(ConstByteVector xq, int n, float* y, std::uint8_t* yq,
-                         ConstMatrix residual) const;
+  void forward_reference(ConstByteVector xq, int n, Matrix y, ConstMatrix residual) const;
   void require_unplanned(const char* what) const;
 
   std::string name_;
@@ -102,9 +101,7 @@ class Int8Linear {
   ActivationQuant input_;
   Activation activation_;
   bool residual_ = false;
-  bool quantized_output_ = false;
-  ActivationQuant output_;  // with quantized_output_
-  struct Onednn;            // primitives per batch size (int8.cpp)
+  struct Onednn;  // primitives per batch size (int8.cpp)
   std::unique_ptr<Onednn> onednn_;
 };
 

@@ -67,6 +67,7 @@ class FeedForward : public Layer {
   void forward_int8(int n, const StepContext& ctx, ConstMatrix residual, Matrix out);
   Linear& c_fc() { return c_fc_; }
   Linear& c_proj() { return c_proj_; }
+  void allocate_int8_hidden();
 
  private:
   Linear c_fc_;  // with the GELU as its epilogue (Linear::fuse_activation)
@@ -76,6 +77,7 @@ class FeedForward : public Layer {
   kernels::DropoutMask mask_;
   bool dropout_active_ = false;
   FloatView dz_;  // [cap * d]
+  FloatView int8_hidden_;
 };
 
 class Block : public Layer {
