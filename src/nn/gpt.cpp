@@ -86,16 +86,8 @@ Gpt::Gpt(const GptSpec& spec, ParameterStore& store, const std::string& prefix)
   if (last_stage()) {
     ln_f_offset_ = store.registration_cursor();
     ln_f_ = std::make_unique<LayerNorm>(store, prefix + "ln_f", spec.d_model, rows);
-    logits_ = FloatView("trellis::nn::" + prefix + "gpt.logits",
-                        static_cast<std::size_t>(rows) * static_cast<std::size_t>(local_classes()));
-    dhf_ = FloatView("trellis::nn::" + prefix + "gpt.dhf",
-                     static_cast<std::size_t>(rows) * static_cast<std::size_t>(spec.d_model));
-    hf16_ =
-        AutocastOperand(store.autocast(), prefix + "gpt.hf16",
-                        static_cast<std::size_t>(rows) * static_cast<std::size_t>(spec.d_model));
-    dlogits16_ =
-        AutocastOperand(store.autocast(), prefix + "gpt.dlogits16",
-                        static_cast<std::size_t>(rows) * static_cast<std::size_t>(local_classes()));
+    head_ = std::make_unique<TiedHead>(store, prefix + "lm_head", wte_index_, spec.d_model,
+                                       local_classes(), rows, tp);
   }
 }
 
@@ -141,13 +133,21 @@ ConstMatrix Gpt::forward(const ModelInput& input, int n, const StepContext& ctx)
   }
   last_n_ = n;
   if (!last_stage()) return kernels::first_rows(x, rows);
-  ln_f_->forward(x, rows, row_ctx);
-  const Matrix logits = as_matrix(logits_, rows, local_classes());
-  // logits [rows, V/tp] = hf [rows, d] wte[V/tp, d]^T: the tied head (this rank's vocabulary).
-  kernels::gemm(false, true, hf16_.round(kernels::first_rows(ln_f_->output(), rows)),
-                store_->compute_operand(wte_index_), 0.0f, logits);
-  round_in_place(store_->autocast(), logits);
-  return logits;
+  if (head_->int8() != nullptr && int8_head_fused_) {
+    // Int8 inference: ln_f writes its output quantized for the head.
+    ln_f_->forward_quantized(x, rows, head_->int8()->input(), head_->quantized_input());
+    head_->forward_quantized_input(rows);
+  } else {
+    ln_f_->forward(x, rows, row_ctx);
+    // logits [rows, V/tp] = hf [rows, d] wte[V/tp, d]^T (this rank's vocabulary).
+    head_->forward(ln_f_->output(), rows, row_ctx);
+  }
+  return kernels::first_rows(head_->output(), rows);
+}
+
+void Gpt::int8_attached() {
+  for (auto& block : blocks_) block->fuse_int8();
+  int8_head_fused_ = head_ && head_->int8() != nullptr;
 }
 
 void Gpt::backward(ConstMatrix dout, int n) {
@@ -162,16 +162,8 @@ void Gpt::backward(ConstMatrix dout, int n) {
                       std::to_string(stage_output_width()));
   ConstMatrix dx = dy;
   if (last_stage()) {
-    const kernels::GemmOperand hf = hf16_.last();  // as forward's GEMM read it
-    const kernels::GemmOperand dl = dlogits16_.round(dy);
-    const std::size_t w = wte_index_;
-    kernels::gemm(true, false, dl, hf, 1.0f, store_->grad_matrix(w));  // dwte += dl^T hf
-    const Matrix dhf = as_matrix(dhf_, rows, spec_.d_model);
-    kernels::gemm(false, false, dl, store_->compute_operand(w), 0.0f, dhf);  // dhf = dl wte
-    // Each tp rank's vocabulary slice contributes a part of dhf.
-    if (spec_.tp.active()) spec_.tp.comm->all_reduce(dhf.data(), dhf.size(), ReduceOp::sum);
-    round_in_place(store_->autocast(), dhf);
-    ln_f_->backward(dhf, rows);
+    head_->backward(dy, rows);  // dwte += dl^T hf, dhf = dl wte
+    ln_f_->backward(head_->input_grad(), rows);
     store_->grads_final_from(ln_f_offset_);
     dx = ln_f_->input_grad();
   }

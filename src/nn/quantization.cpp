@@ -4,6 +4,7 @@
 #include "trellis/nn/batchnorm.hpp"
 #include "trellis/nn/conv2d.hpp"
 #include "trellis/nn/linear.hpp"
+#include "trellis/nn/tied_head.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -158,7 +159,8 @@ double entropy_threshold(const std::vector<double>& histogram, double width, int
 std::vector<Layer*> quantizable_layers(Model& model) {
   std::vector<Layer*> layers;
   model.for_each_layer([&](Layer& layer) {
-    if (dynamic_cast<Linear*>(&layer) != nullptr || dynamic_cast<Conv2d*>(&layer) != nullptr)
+    if (dynamic_cast<Linear*>(&layer) != nullptr || dynamic_cast<Conv2d*>(&layer) != nullptr ||
+        dynamic_cast<TiedHead*>(&layer) != nullptr)
       layers.push_back(&layer);
   });
   return layers;
@@ -167,6 +169,7 @@ std::vector<Layer*> quantizable_layers(Model& model) {
 void set_input_observer(Layer& layer, ActivationObserver* observer) {
   if (auto* linear = dynamic_cast<Linear*>(&layer)) linear->set_input_observer(observer);
   if (auto* conv = dynamic_cast<Conv2d*>(&layer)) conv->set_input_observer(observer);
+  if (auto* head = dynamic_cast<TiedHead*>(&layer)) head->set_input_observer(observer);
 }
 
 namespace {
@@ -210,8 +213,16 @@ Int8Layer quantize_layer(const Layer& layer, const ParameterStore& store,
                   static_cast<std::size_t>(linear->out_features()), q);
     return q;
   }
+  if (const auto* head = dynamic_cast<const TiedHead*>(&layer)) {
+    if (norm != nullptr) throw Error("quantize: a BatchNorm cannot fold into head " + q.name);
+    q.weight_shape = {head->out_features(), head->in_features()};
+    quantize_rows(host_values(store.param_vector(head->weight_index())),
+                  static_cast<std::size_t>(head->out_features()), q);
+    return q;
+  }
   const auto* conv = dynamic_cast<const Conv2d*>(&layer);
-  if (conv == nullptr) throw Error("quantize: layer " + q.name + " is neither Linear nor Conv2d");
+  if (conv == nullptr)
+    throw Error("quantize: layer " + q.name + " is neither Linear, Conv2d nor a tied head");
   const kernels::ConvGeometry& g = conv->geometry();
   const auto out = static_cast<std::size_t>(conv->out_channels());
   q.weight_shape = {conv->out_channels(), g.channels, g.kernel, g.kernel};
@@ -251,7 +262,8 @@ void attach_int8(Model& model, const ParameterStore& store, const std::vector<In
     const auto it = std::find_if(candidates.begin(), candidates.end(),
                                  [&](const Layer* l) { return l->name() == q.name; });
     if (it == candidates.end())
-      throw Error("int8 layer '" + q.name + "': the model has no Linear or Conv2d of that name");
+      throw Error("int8 layer '" + q.name +
+                  "': the model has no Linear, Conv2d or head of that name");
     std::int64_t numel = 1;
     for (const std::int64_t d : q.weight_shape) numel *= d;
     const auto out = static_cast<std::size_t>(q.out());
@@ -275,6 +287,18 @@ void attach_int8(Model& model, const ParameterStore& store, const std::vector<In
       linear->set_int8(std::make_unique<kernels::Int8Linear>(
           q.name, linear->in_features(), linear->out_features(), weight, scales,
           store.param_vector(linear->bias_index()), q.input, linear->activation(), backend));
+      continue;
+    }
+    if (auto* head = dynamic_cast<TiedHead*>(*it)) {
+      if (q.is_conv() || head->out_features() != q.weight_shape[0] ||
+          head->in_features() != q.weight_shape[1] || !q.bias.empty())
+        throw Error("int8 layer '" + q.name + "': " + shape_string(q.weight_shape) +
+                    " for a head of [" + std::to_string(head->out_features()) + ", " +
+                    std::to_string(head->in_features()) + "] without bias");
+      head->set_int8(std::make_unique<kernels::Int8Linear>(
+          q.name, head->in_features(), head->out_features(), weight, scales,
+          device_values("trellis::int8::bias", std::vector<float>(out, 0.0f)), q.input,
+          kernels::Activation::none, backend));
       continue;
     }
     auto* conv = dynamic_cast<Conv2d*>(*it);

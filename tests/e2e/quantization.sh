@@ -62,7 +62,7 @@ trellis_run 1 quantize --weights "$WORK/gpt/model.h5" --calib "$WORK/text/train.
 grep -q "h.0.attn.c_attn .* input s8" "$WORK/gq.log" || fail "gpt layers: $(cat "$WORK/gq.log")"
 trellis_run 1 eval --weights "$WORK/gpt/model.h5" --data "$WORK/text/val.h5" --batch 32 > "$WORK/gfp32.log"
 trellis_run 1 eval --weights "$WORK/gpt/int8.h5" --data "$WORK/text/val.h5" --batch 32 > "$WORK/gint8.log"
-grep -q "int8 (8 layers" "$WORK/gint8.log" || fail "gpt not int8: $(tail -1 "$WORK/gint8.log")"
+grep -q "int8 (9 layers" "$WORK/gint8.log" || fail "gpt not int8: $(tail -1 "$WORK/gint8.log")"
 within "$(eval_field "$WORK/gint8.log" loss)" "$(eval_field "$WORK/gfp32.log" loss)" 0.05 \
   "GPT int8 validation loss vs fp32 (nats)"
 trellis_run 1 generate --weights "$WORK/gpt/int8.h5" --prompt "The " --tokens 40 --seed 3 > "$WORK/gen.log"

@@ -1,7 +1,8 @@
-// An int8 GPT's fused blocks (Block::fuse_int8: LayerNorms writing quantized bytes, residual
-// adds in the projections' epilogues, c_fc quantizing its output for c_proj) against the same
-// int8 layers run one by one, each quantizing its fp32 input: the logits agree to within what
-// a rare one-level difference at a rounding tie can move them.
+// An int8 GPT's fused path (Block::fuse_int8: LayerNorms writing quantized bytes, residual
+// adds in the projections' epilogues, GELU and quantization of the MLP's hidden layer in one
+// pass; ln_f quantizing its output for the int8 head) against the same int8 layers run one by
+// one, each quantizing its fp32 input: the logits agree to within what a rare one-level
+// difference at a rounding tie can move them.
 #include "catch.hpp"
 #include "test_nn_util.hpp"
 
@@ -70,7 +71,7 @@ TEST_CASE("an int8 GPT's fused blocks compute what its int8 layers compute one b
     int8.push_back(nn::quantize_layer(*layers[i], fused_store,
                                       observers[i].choose(nn::CalibrationMethod::minmax)));
   }
-  REQUIRE(int8.size() == 8);  // 4 Linears per block
+  REQUIRE(int8.size() == 9);  // 4 Linears per block, the head
   nn::attach_int8(fused, fused_store, int8);
   nn::attach_int8(plain, plain_store, int8, kernels::Int8Backend::automatic, false);
   CHECK(fused.block(0).int8_fused());

@@ -43,6 +43,7 @@
 #include "trellis/nn/layernorm.hpp"
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
+#include "trellis/nn/tied_head.hpp"
 #include "trellis/nn/transformer.hpp"
 
 #include <cstdint>
@@ -113,17 +114,17 @@ class Gpt : public Model {
   std::int64_t num_matmul_params() const;
   std::string describe() const override;  // "gpt L4 H4 D128 T128 V256"
   // The position table, the blocks (with their LayerNorms, attention and MLP Linears) and
-  // ln_f; the token table (and the tied head, its matmul) is not a Layer.
+  // ln_f and the tied head (lm_head); the token table is not a Layer.
   void for_each_layer(const std::function<void(Layer&)>& f) override {
     if (wpe_) visit_layers(*wpe_, f);
     if (drop_) visit_layers(*drop_, f);
     for (auto& block : blocks_) visit_layers(*block, f);
     if (ln_f_) visit_layers(*ln_f_, f);
+    if (head_) visit_layers(*head_, f);
   }
-  // Each block whose Linears all run int8 chains them (Block::fuse_int8).
-  void int8_attached() override {
-    for (auto& block : blocks_) block->fuse_int8();
-  }
+  // Each block whose Linears all run int8 chains them (Block::fuse_int8); an int8 head reads
+  // ln_f's output quantized by ln_f itself.
+  void int8_attached() override;
 
   const GptSpec& spec() const { return spec_; }
   const Embedding& wte() const { return *wte_; }  // first stage only
@@ -139,11 +140,9 @@ class Gpt : public Model {
   std::size_t wte_index_ = 0;  // the token table: the embedding's, or the last stage's copy
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<LayerNorm> ln_f_;  // last stage, built after the blocks (forward order)
-  FloatView logits_;                 // [capacity * T * vocab/tp]   last stage
-  FloatView dhf_;                    // [capacity * T * d]          last stage
-  AutocastOperand hf16_;             // [capacity * T * d]  autocast: ln_f's output rounded
-  AutocastOperand dlogits16_;        // [capacity * T * vocab/tp]  autocast: dlogits rounded
-  ConstMatrix input_grad_;           // non-first stages: [capacity * T, d] of the last backward
+  std::unique_ptr<TiedHead> head_;   // last stage: logits [capacity * T, vocab/tp]
+  bool int8_head_fused_ = false;
+  ConstMatrix input_grad_;  // non-first stages: [capacity * T, d] of the last backward
   int last_n_ = -1;
   std::size_t wpe_offset_ = 0, ln_f_offset_ = 0;  // flat offsets, for grads_final_from
   std::vector<std::size_t> block_offsets_;
