@@ -144,13 +144,26 @@ void Block::forward(ConstMatrix input, int n, const StepContext& ctx) {
   const ConstMatrix x = begin_forward(input, n);
   const int d = in_features();
   if (int8_fused_) {
-    const Matrix h = as_matrix(h_, n, d);
+    const Matrix h = as_matrix(h_, n, d), y = output_rows(n);
     Linear& c_attn = attn_.c_attn();
     Linear& c_fc = mlp_.c_fc();
-    ln_1_.forward_quantized(x, n, c_attn.int8()->input(), c_attn.quantized_input());
-    attn_.forward_int8(n, ctx, x, h);
-    ln_2_.forward_quantized(h, n, c_fc.int8()->input(), c_fc.quantized_input());
-    mlp_.forward_int8(n, ctx, h, output_rows(n));
+    // Whole sequences at a time, about 256 rows, so each step's output is still in L2 when
+    // the next reads it; the parts' own buffers are reused from row 0 for every chunk.
+    const int T = attn_.seq_len();
+    const int chunk = std::max(1, kInt8ChunkRows / T) * T;
+    auto rows_of = [&](auto m, int r0, int rows) {
+      return decltype(m)(m.data() + static_cast<std::size_t>(r0) * m.extent(1),
+                         static_cast<std::size_t>(rows), m.extent(1));
+    };
+    for (int r0 = 0; r0 < n; r0 += chunk) {
+      const int rows = std::min(chunk, n - r0);
+      const ConstMatrix xc = rows_of(x, r0, rows);
+      const Matrix hc = rows_of(h, r0, rows);
+      ln_1_.forward_quantized(xc, rows, c_attn.int8()->input(), c_attn.quantized_input());
+      attn_.forward_int8(rows, ctx, xc, hc);
+      ln_2_.forward_quantized(hc, rows, c_fc.int8()->input(), c_fc.quantized_input());
+      mlp_.forward_int8(rows, ctx, hc, rows_of(y, r0, rows));
+    }
     return;
   }
   ln_1_.forward(x, n, ctx);
