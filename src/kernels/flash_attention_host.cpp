@@ -66,45 +66,68 @@ void tile_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 #endif
 }
 
+#if TRELLIS_HOST_VECTORS
+// The largest of a tile row's first vis scores (vis >= 1 columns of kHostTile), on vectors.
+TRELLIS_HOST_INLINE float visible_max(const float* __restrict srow, std::int64_t vis) {
+  const simd::Ints16 lane = simd::lane_index();
+  const simd::Floats16 minus_huge = simd::splat(kMinusHuge);
+  simd::Floats16 row_max = minus_huge;
+  for (std::int64_t v = 0; v * simd::kWidth < vis; ++v) {
+    const auto visible = lane < static_cast<std::int32_t>(vis - v * simd::kWidth);
+    row_max = simd::max(row_max, visible ? simd::load(srow + v * simd::kWidth) : minus_huge);
+  }
+  return simd::hmax(row_max);
+}
+
+// srow[j] = exp(srow[j] - m) for j < vis, 0 for the other columns of the tile row; returns
+// the sum. Vectors wholly past vis are set to 0 without an exponential.
+TRELLIS_HOST_INLINE float exp_row(float* __restrict srow, std::int64_t vis, float m) {
+  constexpr std::int64_t kVectors = B / simd::kWidth;
+  static_assert(B % simd::kWidth == 0, "a tile row is whole vectors");
+  const simd::Ints16 lane = simd::lane_index();
+  const simd::Floats16 zero = simd::splat(0.0f);
+  simd::Floats16 row_sum = zero;
+  std::int64_t v = 0;
+  for (; v * simd::kWidth < vis; ++v) {
+    const auto visible = lane < static_cast<std::int32_t>(vis - v * simd::kWidth);
+    const simd::Floats16 e =
+        visible ? simd::fast_exp(simd::load(srow + v * simd::kWidth) - m) : zero;
+    row_sum += e;
+    simd::store(srow + v * simd::kWidth, e);
+  }
+  for (; v < kVectors; ++v) simd::store(srow + v * simd::kWidth, zero);
+  return simd::hsum(row_sum);
+}
+#else
+// The same in scalar loops (builds without GCC vectors, such as nvcc's host pass).
+inline float visible_max(const float* srow, std::int64_t vis) {
+  float mx = kMinusHuge;
+  for (std::int64_t j = 0; j < vis; ++j) mx = srow[j] > mx ? srow[j] : mx;
+  return mx;
+}
+
+inline float exp_row(float* srow, std::int64_t vis, float m) {
+  for (std::int64_t j = 0; j < B; ++j) srow[j] = j < vis ? math::fast_exp(srow[j] - m) : 0.0f;
+  return lane_sum(vis, [&](std::int64_t j) { return srow[j]; });
+}
+#endif
+
 // Online-softmax step of a forward tile: scores s [qn][B] (columns past kn: not written by the
-// sgemm, never read) become the (dropped) probabilities exp(s - m_new) (0 above the diagonal and
-// past kn, over all B columns), the running max m and sum l are updated, and the accumulator
-// rows acc [qn][hd] rescaled by exp(m_old - m_new). A row is kVectors vectors of 16 scores:
-// masked by the number of visible keys, so garbage past kn never reaches a result, and the
-// vectors wholly above the diagonal are set to 0 without an exponential.
+// products, never read) become the (dropped) probabilities exp(s - m_new) (0 above the
+// diagonal and past kn, over all B columns), the running max m and sum l are updated, and the
+// accumulator rows acc [qn][hd] rescaled by exp(m_old - m_new).
 TRELLIS_HOST_CLONES
 void online_softmax_tile(const Dims& D, const DropoutMask& mask, std::int64_t bh, std::int64_t q0,
                          std::int64_t qn, std::int64_t k0, std::int64_t kn, float* __restrict s,
                          float* __restrict m, float* __restrict l, float* __restrict acc) {
-  using simd::Floats16;
-  constexpr std::int64_t kVectors = B / simd::kWidth;
-  static_assert(B % simd::kWidth == 0, "a tile row is whole vectors");
   const std::int64_t hd = D.hd;
-  const simd::Ints16 lane = simd::lane_index();
-  const Floats16 minus_huge = simd::splat(kMinusHuge), zero = simd::splat(0.0f);
   for (std::int64_t i = 0; i < qn; ++i) {
     const std::int64_t t = q0 + i, vis = visible_keys(t, k0, kn);
-    const std::int64_t live = (vis + simd::kWidth - 1) / simd::kWidth;  // vectors with a key
     float* __restrict srow = s + i * B;
-    Floats16 x[kVectors];
-    Floats16 row_max = minus_huge;
-    for (std::int64_t v = 0; v < live; ++v) {
-      const auto visible = lane < static_cast<std::int32_t>(vis - v * simd::kWidth);
-      x[v] = visible ? simd::load(srow + v * simd::kWidth) : minus_huge;
-      row_max = simd::max(row_max, x[v]);
-    }
-    const float tile_max = simd::hmax(row_max);
+    const float tile_max = vis > 0 ? visible_max(srow, vis) : kMinusHuge;
     const float m_new = m[i] > tile_max ? m[i] : tile_max;
     const float correction = math::fast_exp(m[i] - m_new);
-    Floats16 row_sum = zero;
-    for (std::int64_t v = 0; v < live; ++v) {
-      const auto visible = lane < static_cast<std::int32_t>(vis - v * simd::kWidth);
-      const Floats16 e = visible ? simd::fast_exp(x[v] - m_new) : zero;
-      row_sum += e;
-      simd::store(srow + v * simd::kWidth, e);
-    }
-    for (std::int64_t v = live; v < kVectors; ++v) simd::store(srow + v * simd::kWidth, zero);
-    l[i] = l[i] * correction + simd::hsum(row_sum);
+    l[i] = l[i] * correction + exp_row(srow, vis, m_new);
     m[i] = m_new;
     if (D.dropout) {
       const auto row = static_cast<std::uint64_t>(bh * D.T + t);

@@ -15,8 +15,11 @@
 
 #include "trellis/core/host_vector.hpp"
 
+#include "trellis/core/error.hpp"
+
 namespace trellis::kernels::flash {
 
+#if TRELLIS_HOST_VECTORS
 namespace {
 
 using simd::Floats16;
@@ -159,5 +162,20 @@ void accumulate_values(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::i
       break;
   }
 }
+
+#else
+// Without GCC vectors the forward tile products are sgemm calls (flash_attention_host.cpp).
+bool vector_tiles_fit(std::int64_t) { return false; }
+
+void scores_tile(std::int64_t, std::int64_t, std::int64_t, std::int64_t, float, const float*,
+                 std::int64_t, const float*, std::int64_t, float*) {
+  throw Error("flash attention: this build has no vector tile products");
+}
+
+void accumulate_values(std::int64_t, std::int64_t, std::int64_t, std::int64_t, const float*,
+                       const float*, std::int64_t, float*) {
+  throw Error("flash attention: this build has no vector tile products");
+}
+#endif
 
 }  // namespace trellis::kernels::flash

@@ -24,6 +24,20 @@ void check_extent(const V& v, std::size_t need, bool exact, const ConstMatrix& x
 
 using Index = std::int64_t;
 
+// The device kernels' row statistics: mean and 1 / sqrt(var + eps), two passes.
+KOKKOS_INLINE_FUNCTION void device_row_moments(const ConstMatrix& x, std::int64_t r, std::int64_t d,
+                                               float inv_d, float eps, float& mu, float& rs) {
+  float sum = 0.0f;
+  for (std::int64_t j = 0; j < d; ++j) sum += x(r, j);
+  mu = sum * inv_d;
+  float sq = 0.0f;
+  for (std::int64_t j = 0; j < d; ++j) {
+    const float c = x(r, j) - mu;
+    sq += c * c;
+  }
+  rs = 1.0f / math::sqrt(sq * inv_d + eps);
+}
+
 // Mean and 1 / sqrt(var + eps) of a row: sums in 16 interleaved lanes, combined pairwise
 // (lane_sum's order), on whole vectors where d allows.
 struct RowMoments {
@@ -32,20 +46,22 @@ struct RowMoments {
 
 TRELLIS_HOST_INLINE RowMoments row_moments(const float* __restrict xr, Index d, float eps) {
   const float inv_d = 1.0f / static_cast<float>(d);
-  if (d % simd::kWidth != 0) {
-    const float mu = lane_sum(d, [&](Index j) { return xr[j]; }) * inv_d;
-    const float var = lane_sum(d, [&](Index j) { return (xr[j] - mu) * (xr[j] - mu); }) * inv_d;
-    return RowMoments{mu, 1.0f / std::sqrt(var + eps)};
+#if TRELLIS_HOST_VECTORS
+  if (d % simd::kWidth == 0) {
+    simd::Floats16 sum{};
+    for (Index j = 0; j < d; j += simd::kWidth) sum += simd::load(xr + j);
+    const float mu = simd::hsum(sum) * inv_d;
+    simd::Floats16 squares{};
+    for (Index j = 0; j < d; j += simd::kWidth) {
+      const simd::Floats16 c = simd::load(xr + j) - mu;
+      squares += c * c;
+    }
+    return RowMoments{mu, 1.0f / std::sqrt(simd::hsum(squares) * inv_d + eps)};
   }
-  simd::Floats16 sum{};
-  for (Index j = 0; j < d; j += simd::kWidth) sum += simd::load(xr + j);
-  const float mu = simd::hsum(sum) * inv_d;
-  simd::Floats16 squares{};
-  for (Index j = 0; j < d; j += simd::kWidth) {
-    const simd::Floats16 c = simd::load(xr + j) - mu;
-    squares += c * c;
-  }
-  return RowMoments{mu, 1.0f / std::sqrt(simd::hsum(squares) * inv_d + eps)};
+#endif
+  const float mu = lane_sum(d, [&](Index j) { return xr[j]; }) * inv_d;
+  const float var = lane_sum(d, [&](Index j) { return (xr[j] - mu) * (xr[j] - mu); }) * inv_d;
+  return RowMoments{mu, 1.0f / std::sqrt(var + eps)};
 }
 
 TRELLIS_HOST_CLONES
@@ -144,15 +160,8 @@ void layernorm_forward(ConstMatrix x, ConstVector gamma, ConstVector beta, float
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::layernorm::fwd"),
       Range(0, static_cast<std::int64_t>(x.extent(0))), KOKKOS_LAMBDA(const std::int64_t r) {
-        float sum = 0.0f;
-        for (std::int64_t j = 0; j < d; ++j) sum += x(r, j);
-        const float mu = sum * inv_d;
-        float sq = 0.0f;
-        for (std::int64_t j = 0; j < d; ++j) {
-          const float c = x(r, j) - mu;
-          sq += c * c;
-        }
-        const float rs = 1.0f / math::sqrt(sq * inv_d + eps);
+        float mu, rs;
+        device_row_moments(x, r, d, inv_d, eps, mu, rs);
         for (std::int64_t j = 0; j < d; ++j) y(r, j) = (x(r, j) - mu) * rs * gamma(j) + beta(j);
         mean(r) = mu;
         rstd(r) = rs;
@@ -180,12 +189,8 @@ void layernorm_forward_quantized(ConstMatrix x, ConstVector gamma, ConstVector b
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::layernorm::fwd_quantized"),
       Range(0, static_cast<std::int64_t>(x.extent(0))), KOKKOS_LAMBDA(const std::int64_t r) {
-        float sum = 0.0f;
-        for (std::int64_t j = 0; j < d; ++j) sum += x(r, j);
-        const float mu = sum * inv_d;
-        float sq = 0.0f;
-        for (std::int64_t j = 0; j < d; ++j) sq += (x(r, j) - mu) * (x(r, j) - mu);
-        const float rs = 1.0f / math::sqrt(sq * inv_d + eps);
+        float mu, rs;
+        device_row_moments(x, r, d, inv_d, eps, mu, rs);
         for (std::int64_t j = 0; j < d; ++j) {
           const float y = (x(r, j) - mu) * rs * gamma(j) + beta(j);
           const int v = static_cast<int>(rintf(y * inverse)) + quant.zero_point;

@@ -22,6 +22,7 @@ void check_labels_extent(const ConstMatrix& logits, const ConstLabels& labels, c
   }
 }
 
+#if TRELLIS_HOST_VECTORS
 // The host bodies: a row is read as 16-float vectors (the last one masked), its maximum, the
 // first column holding it and the sum of exp(z - max) kept in registers. Same results as the
 // Kokkos kernels up to the order of the additions.
@@ -102,6 +103,8 @@ void xent_backward_host(const float* __restrict logits, std::int64_t ld,
   }
 }
 
+#endif
+
 }  // namespace
 
 void throw_bad_label(ConstLabels labels, std::int64_t row, std::int64_t classes) {
@@ -121,6 +124,7 @@ XentResult softmax_xent_forward(ConstMatrix logits, ConstLabels labels) {
   double loss_sum = 0.0;
   std::int64_t correct = 0;
   std::int64_t first_bad_row = 0;  // reduced with Min; rows if every label is valid
+#if TRELLIS_HOST_VECTORS
   if constexpr (kHostMemory) {
     first_bad_row = rows;
     xent_forward_host(logits.data(), static_cast<std::int64_t>(logits.stride(0)), labels.data(),
@@ -128,6 +132,7 @@ XentResult softmax_xent_forward(ConstMatrix logits, ConstLabels labels) {
     if (first_bad_row < rows) throw_bad_label(labels, first_bad_row, classes);
     return XentResult{loss_sum, correct};
   }
+#endif
   Kokkos::parallel_reduce(
       TRELLIS_KERNEL_LABEL("trellis::xent::fwd"), Range(0, rows),
       KOKKOS_LAMBDA(const std::int64_t r, double& loss, std::int64_t& hits, std::int64_t& bad) {
@@ -162,6 +167,7 @@ void softmax_xent_backward(ConstMatrix logits, ConstLabels labels, float scale, 
   check_labels_extent(logits, labels, "softmax_xent_backward");
   const std::int32_t classes = static_cast<std::int32_t>(logits.extent(1));
   TRELLIS_REQUIRE(classes > 0 || logits.extent(0) == 0, "softmax_xent_backward: 0 classes");
+#if TRELLIS_HOST_VECTORS
   if constexpr (kHostMemory) {
     const auto rows = static_cast<std::int64_t>(logits.extent(0));
     std::int64_t first_bad_row = rows;
@@ -171,6 +177,7 @@ void softmax_xent_backward(ConstMatrix logits, ConstLabels labels, float scale, 
     if (first_bad_row < rows) throw_bad_label(labels, first_bad_row, classes);
     return;
   }
+#endif
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::xent::bwd"),
       Range(0, static_cast<std::int64_t>(logits.extent(0))), KOKKOS_LAMBDA(const std::int64_t r) {

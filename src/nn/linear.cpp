@@ -90,14 +90,8 @@ void Linear::set_int8(std::unique_ptr<kernels::Int8Linear> kernel) {
   if (kernel && split_ != Split::none)
     throw Error("layer \"" + name() +
                 "\": a layer split over tensor-parallel ranks has no int8 form");
-  if (kernel &&
-      (kernel->in_features() != in_features() || kernel->out_features() != out_features()))
-    throw Error("layer \"" + name() + "\": int8 kernel of another shape");
+  xq_ = int8_input_buffer(*this, kernel.get());
   int8_ = std::move(kernel);
-  xq_ = int8_ ? kernels::ByteView(
-                    "trellis::nn::" + name() + ".xq",
-                    static_cast<std::size_t>(capacity()) * static_cast<std::size_t>(in_features()))
-              : kernels::ByteView();
 }
 
 void Linear::quantize_input(ConstMatrix input, int n) {

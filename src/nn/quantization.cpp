@@ -156,6 +156,16 @@ double entropy_threshold(const std::vector<double>& histogram, double width, int
   return static_cast<double>(best) * width;
 }
 
+kernels::ByteView int8_input_buffer(const Layer& layer, const kernels::Int8Linear* kernel) {
+  if (kernel == nullptr) return {};
+  if (kernel->in_features() != layer.in_features() ||
+      kernel->out_features() != layer.out_features())
+    throw Error("layer \"" + layer.name() + "\": int8 kernel of another shape");
+  return kernels::ByteView(
+      "trellis::nn::" + layer.name() + ".xq",
+      static_cast<std::size_t>(layer.capacity()) * static_cast<std::size_t>(layer.in_features()));
+}
+
 std::vector<Layer*> quantizable_layers(Model& model) {
   std::vector<Layer*> layers;
   model.for_each_layer([&](Layer& layer) {

@@ -34,6 +34,21 @@ kernels::ByteView byte_view(const std::vector<std::uint8_t>& values) {
   return v;
 }
 
+std::vector<std::int8_t> random_weights(std::size_t count, std::mt19937& rng) {
+  std::uniform_int_distribution<int> weight(-127, 127);
+  std::vector<std::int8_t> w(count);
+  for (auto& v : w) v = static_cast<std::int8_t>(weight(rng));
+  return w;
+}
+
+kernels::Int8View int8_view(const std::vector<std::int8_t>& values) {
+  kernels::Int8View v("w", values.size());
+  const auto host = Kokkos::create_mirror_view(HostSpace(), v);
+  for (std::size_t i = 0; i < values.size(); ++i) host(i) = values[i];
+  Kokkos::deep_copy(v, host);
+  return v;
+}
+
 int value_of(std::uint8_t byte, QuantType type) {
   return type == QuantType::u8 ? byte : static_cast<std::int8_t>(byte);
 }
@@ -96,15 +111,8 @@ TEST_CASE("weights quantize per row to max|w| / 127", "[int8]") {
 TEST_CASE("int8 linear: oneDNN equals the reference and the exact sums", "[int8]") {
   std::mt19937 rng(5);
   const int in = 67, out = 19;
-  std::uniform_int_distribution<int> weight(-127, 127);
-  std::vector<std::int8_t> w(static_cast<std::size_t>(in * out));
-  for (auto& v : w) v = static_cast<std::int8_t>(weight(rng));
-  kernels::Int8View wq("w", w.size());
-  {
-    const auto host = Kokkos::create_mirror_view(HostSpace(), wq);
-    for (std::size_t i = 0; i < w.size(); ++i) host(i) = w[i];
-    Kokkos::deep_copy(wq, host);
-  }
+  const std::vector<std::int8_t> w = random_weights(static_cast<std::size_t>(in * out), rng);
+  const kernels::Int8View wq = int8_view(w);
   std::vector<float> ws(out), b(out);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (int o = 0; o < out; ++o)
@@ -153,15 +161,8 @@ TEST_CASE("int8 linear: oneDNN equals the reference and the exact sums", "[int8]
 TEST_CASE("int8 linear: residual epilogue", "[int8]") {
   std::mt19937 rng(11);
   const int in = 48, out = 40, n = 33;
-  std::uniform_int_distribution<int> weight(-127, 127);
-  std::vector<std::int8_t> w(static_cast<std::size_t>(in * out));
-  for (auto& v : w) v = static_cast<std::int8_t>(weight(rng));
-  kernels::Int8View wq("w", w.size());
-  {
-    const auto host = Kokkos::create_mirror_view(HostSpace(), wq);
-    for (std::size_t i = 0; i < w.size(); ++i) host(i) = w[i];
-    Kokkos::deep_copy(wq, host);
-  }
+  const std::vector<std::int8_t> w = random_weights(static_cast<std::size_t>(in * out), rng);
+  const kernels::Int8View wq = int8_view(w);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> ws(out), b(out), residual(static_cast<std::size_t>(n * out));
   for (int o = 0; o < out; ++o) ws[o] = 0.002f * (1.0f + 0.1f * static_cast<float>(o));

@@ -13,6 +13,19 @@
 #include <cstdint>
 #include <cstring>
 
+// GCC's vector extensions (GCC and Clang); not in nvcc's host pass, whose CUDA builds run the
+// device kernels instead: code using this header keeps a scalar path for TRELLIS_HOST_VECTORS 0.
+// (-DTRELLIS_HOST_VECTORS=0 builds the scalar paths on any compiler.)
+#ifndef TRELLIS_HOST_VECTORS
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define TRELLIS_HOST_VECTORS 1
+#else
+#define TRELLIS_HOST_VECTORS 0
+#endif
+#endif
+
+#if TRELLIS_HOST_VECTORS
+
 // GCC warns (-Wpsabi) wherever a 64-byte vector is passed or returned in a function compiled
 // without AVX-512 (the baseline and AVX2 clones), because the calling convention would differ
 // from an AVX-512 build's. Every helper here is always-inline, so no such call is left; the
@@ -110,3 +123,5 @@ TRELLIS_HOST_INLINE Floats16 fast_exp(Floats16 x) {
 }
 
 }  // namespace trellis::simd
+
+#endif  // TRELLIS_HOST_VECTORS

@@ -89,6 +89,10 @@ struct Int8Layer {
   bool is_conv() const { return weight_shape.size() == 4; }
 };
 
+// The quantized-input bytes [capacity * in] of `layer` for its int8 kernel (empty without
+// one); Error naming the layer when the kernel's shape is not the layer's.
+kernels::ByteView int8_input_buffer(const Layer& layer, const kernels::Int8Linear* kernel);
+
 // The model's Linears and Conv2ds that int8 inference replaces, in forward order (all of
 // them; models built without tensor parallelism).
 std::vector<Layer*> quantizable_layers(Model& model);
