@@ -8,6 +8,7 @@
 #include "int8_impl.hpp"
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace trellis::kernels {
@@ -26,31 +27,49 @@ KOKKOS_INLINE_FUNCTION int round_even(float v) { return static_cast<int>(rintf(v
 // (rintf is a libm call on baseline x86-64).
 constexpr float kRoundToInteger = 12582912.0f;
 
-// The host body of quantize(): clamp in the float domain first, so the rounding trick and the
-// conversion only see values in [qmin - z, qmax - z].
+// One value's level byte on the host: clamp in the float domain first, so the rounding trick
+// and the conversion only see values in [qmin - z, qmax - z].
+TRELLIS_HOST_INLINE std::uint8_t host_level(float v, float lo, float hi, int zero) {
+  v = v < lo ? lo : v;
+  v = v > hi ? hi : v;
+  v = (v + kRoundToInteger) - kRoundToInteger;
+  return static_cast<std::uint8_t>(static_cast<int>(v) + zero);
+}
+
+// The host body of quantize() and, with gelu_first, of gelu_quantize().
 TRELLIS_HOST_CLONES
-void quantize_host(const float* __restrict x, std::int64_t n, float inverse, float lo, float hi,
-                   int zero, std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    float v = x[i] * inverse;
-    v = v < lo ? lo : v;
-    v = v > hi ? hi : v;
-    v = (v + kRoundToInteger) - kRoundToInteger;
-    out[i] = static_cast<std::uint8_t>(static_cast<int>(v) + zero);
+void quantize_host(const float* __restrict x, std::int64_t n, bool gelu_first, float inverse,
+                   float lo, float hi, int zero, std::uint8_t* __restrict out) {
+  if (gelu_first) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = host_level(gelu(x[i]) * inverse, lo, hi, zero);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = host_level(x[i] * inverse, lo, hi, zero);
   }
 }
 
-// gelu then quantize_host's arithmetic, one pass.
-TRELLIS_HOST_CLONES
-void gelu_quantize_host(const float* __restrict z, std::int64_t n, float inverse, float lo,
-                        float hi, int zero, std::uint8_t* __restrict out) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    float v = gelu(z[i]) * inverse;
-    v = v < lo ? lo : v;
-    v = v > hi ? hi : v;
-    v = (v + kRoundToInteger) - kRoundToInteger;
-    out[i] = static_cast<std::uint8_t>(static_cast<int>(v) + zero);
+// out[e] = q(x[e]) or q(gelu(x[e])): both public kernels.
+void quantize_values(ConstVector x, const ActivationQuant& q, ByteVector out, bool gelu_first,
+                     const char* who) {
+  TRELLIS_REQUIRE(out.extent(0) >= x.extent(0), std::string(who) + ": " +
+                                                    std::to_string(x.extent(0)) + " values into " +
+                                                    std::to_string(out.extent(0)) + " bytes");
+  TRELLIS_REQUIRE(q.scale > 0.0f, std::string(who) + ": scale must be positive");
+  const float inverse = 1.0f / q.scale;
+  if constexpr (kHostMemory) {
+    quantize_host(x.data(), static_cast<std::int64_t>(x.extent(0)), gelu_first, inverse,
+                  static_cast<float>(q.qmin() - q.zero_point),
+                  static_cast<float>(q.qmax() - q.zero_point), q.zero_point, out.data());
+    return;
   }
+  const ActivationQuant quant = q;
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::int8::quantize"), Range(0, x.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t e) {
+        const float v = gelu_first ? gelu(x(e)) : x(e);
+        const int level =
+            clamp_int(round_even(v * inverse) + quant.zero_point, quant.qmin(), quant.qmax());
+        out(e) = static_cast<std::uint8_t>(level & 0xff);  // s8: the two's complement bits
+      });
 }
 
 template <class From, class To>
@@ -63,47 +82,11 @@ void copy_into(const From& from, const To& to) {
 const char* quant_type_name(QuantType type) { return type == QuantType::u8 ? "u8" : "s8"; }
 
 void quantize(ConstVector x, const ActivationQuant& q, ByteView out) {
-  TRELLIS_REQUIRE(out.extent(0) >= x.extent(0), "quantize: " + std::to_string(x.extent(0)) +
-                                                    " values into " +
-                                                    std::to_string(out.extent(0)) + " bytes");
-  TRELLIS_REQUIRE(q.scale > 0.0f, "quantize: scale must be positive");
-  const float inverse = 1.0f / q.scale;
-  if constexpr (kHostMemory) {
-    quantize_host(x.data(), static_cast<std::int64_t>(x.extent(0)), inverse,
-                  static_cast<float>(q.qmin() - q.zero_point),
-                  static_cast<float>(q.qmax() - q.zero_point), q.zero_point, out.data());
-    return;
-  }
-  const ActivationQuant quant = q;
-  Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::int8::quantize"), Range(0, x.extent(0)),
-      KOKKOS_LAMBDA(const std::int64_t e) {
-        const int v =
-            clamp_int(round_even(x(e) * inverse) + quant.zero_point, quant.qmin(), quant.qmax());
-        out(e) = static_cast<std::uint8_t>(v & 0xff);  // s8: the two's complement bits
-      });
+  quantize_values(x, q, out, false, "quantize");
 }
 
 void gelu_quantize(ConstVector z, const ActivationQuant& q, ByteVector out) {
-  TRELLIS_REQUIRE(out.extent(0) >= z.extent(0), "gelu_quantize: " + std::to_string(z.extent(0)) +
-                                                    " values into " +
-                                                    std::to_string(out.extent(0)) + " bytes");
-  TRELLIS_REQUIRE(q.scale > 0.0f, "gelu_quantize: scale must be positive");
-  const float inverse = 1.0f / q.scale;
-  if constexpr (kHostMemory) {
-    gelu_quantize_host(z.data(), static_cast<std::int64_t>(z.extent(0)), inverse,
-                       static_cast<float>(q.qmin() - q.zero_point),
-                       static_cast<float>(q.qmax() - q.zero_point), q.zero_point, out.data());
-    return;
-  }
-  const ActivationQuant quant = q;
-  Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::int8::gelu_quantize"), Range(0, z.extent(0)),
-      KOKKOS_LAMBDA(const std::int64_t e) {
-        const int v = clamp_int(round_even(gelu(z(e)) * inverse) + quant.zero_point, quant.qmin(),
-                                quant.qmax());
-        out(e) = static_cast<std::uint8_t>(v & 0xff);
-      });
+  quantize_values(z, q, out, true, "gelu_quantize");
 }
 
 void dequantize(ConstByteVector q, const ActivationQuant& quant, Vector x) {
