@@ -1,10 +1,14 @@
-# The library as one static target per architecture layer, bottom to top. Each layer globs its
+# The library as one static target per architecture layer, bottom to top. The train layer is
+# itself split into layers by concern (train/config ... train/commands), under the same rule:
+# a folder includes only the folders listed before it. Each layer globs its
 # own src/<layer>/*.cpp (a new file is picked up at the next build: CONFIGURE_DEPENDS), links
 # only the layer below it (and so, transitively, every lower one), and compiles against an
 # include root of its own: build/include-layers/<layer>/trellis/ holds symlinks to its own and
 # the lower layers' header folders only, so an upward #include is a "No such file" error at
 # compile time, not a review comment. trellis_lib aggregates all layers for main() and tests.
-set(TRELLIS_LAYERS core kernels comm data nn parallel optim train)
+set(TRELLIS_LAYERS core kernels comm data nn parallel optim
+    train/config train/files train/input train/faults train/model train/monitoring train/loop
+    train/commands)
 set(TRELLIS_LAYER_INCLUDE_ROOT ${CMAKE_BINARY_DIR}/include-layers)
 
 # Everything every layer needs: third-party targets and the build-wide definitions (they must
@@ -34,24 +38,26 @@ target_compile_definitions(trellis_deps INTERFACE
 set(below "")
 foreach(layer IN LISTS TRELLIS_LAYERS)
   # The include root: <root>/<layer>/trellis/{this layer, every lower layer} -> source headers.
-  set(root ${TRELLIS_LAYER_INCLUDE_ROOT}/${layer})
-  file(MAKE_DIRECTORY ${root}/trellis)  # links are overwritten in place at each configure
+  string(REPLACE "/" "_" target ${layer})  # train/loop -> trellis_train_loop
+  set(root ${TRELLIS_LAYER_INCLUDE_ROOT}/${target})
   foreach(visible IN LISTS below ITEMS ${layer})
+    get_filename_component(parent ${root}/trellis/${visible} DIRECTORY)
+    file(MAKE_DIRECTORY ${parent})  # links are overwritten in place at each configure
     file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/trellis/${visible} ${root}/trellis/${visible}
          SYMBOLIC)
   endforeach()
 
   file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${layer}/*.cpp)
-  add_library(trellis_${layer} STATIC ${sources})
-  target_include_directories(trellis_${layer} PUBLIC $<BUILD_INTERFACE:${root}>)
+  add_library(trellis_${target} STATIC ${sources})
+  target_include_directories(trellis_${target} PUBLIC $<BUILD_INTERFACE:${root}>)
   if(below)
-    list(GET below -1 previous)
-    target_link_libraries(trellis_${layer} PUBLIC trellis_${previous})
+    target_link_libraries(trellis_${target} PUBLIC trellis_${previous})
   else()
-    target_link_libraries(trellis_${layer} PUBLIC trellis_deps)
+    target_link_libraries(trellis_${target} PUBLIC trellis_deps)
   endif()
-  trellis_set_warnings(trellis_${layer})
+  trellis_set_warnings(trellis_${target})
   list(APPEND below ${layer})
+  set(previous ${target})
 endforeach()
 
 # The optimizers' per-element square roots vectorise only without errno semantics (see
@@ -62,10 +68,9 @@ if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
 endif()
 
 string(REPLACE ";" " " TRELLIS_BLAS_STRING "${BLAS_LIBRARIES}")
-set_source_files_properties(src/train/build_info.cpp PROPERTIES COMPILE_DEFINITIONS
+set_source_files_properties(src/train/monitoring/build_info.cpp PROPERTIES COMPILE_DEFINITIONS
   "TRELLIS_COMPILER=\"${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}\";TRELLIS_BLAS=\"${TRELLIS_BLAS_STRING}\";TRELLIS_BUILD_TYPE=\"${CMAKE_BUILD_TYPE}\"")
 
 # Everything but main(): what the executable and the tests link (the top layer sees all).
 add_library(trellis_lib INTERFACE)
-list(GET TRELLIS_LAYERS -1 top)
-target_link_libraries(trellis_lib INTERFACE trellis_${top})
+target_link_libraries(trellis_lib INTERFACE trellis_${previous})

@@ -9,7 +9,7 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/data/hdf5.hpp"
-#include "trellis/train/checkpoint_file.hpp"
+#include "trellis/train/files/checkpoint_file.hpp"
 
 #include <mpi.h>
 #include <unistd.h>

@@ -8,8 +8,8 @@
 #include "unit/test_data_helpers.hpp"
 
 #include "trellis/comm/mpi_comm.hpp"
-#include "trellis/train/prefetch_source.hpp"
-#include "trellis/train/sample_source.hpp"
+#include "trellis/train/input/prefetch_source.hpp"
+#include "trellis/train/input/sample_source.hpp"
 
 #include <mpi.h>
 

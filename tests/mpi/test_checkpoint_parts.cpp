@@ -8,11 +8,11 @@
 // in every later collective instead of leaving the others waiting.
 #include "checkpoint_test_util.hpp"
 
+#include "trellis/comm/agreement.hpp"
 #include "trellis/data/hdf5_attributes.hpp"
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
-#include "trellis/train/agreement.hpp"
-#include "trellis/train/weights_file.hpp"
+#include "trellis/train/files/weights_file.hpp"
 
 using namespace trellis;
 using namespace trellis::ckpt_test;

@@ -1,8 +1,8 @@
 #include "catch.hpp"
 
+#include "trellis/comm/agreement.hpp"
 #include "trellis/comm/device_binding.hpp"
 #include "trellis/comm/process_grid.hpp"
-#include "trellis/train/agreement.hpp"
 
 #include <mpi.h>
 

@@ -2,7 +2,7 @@
 #include "unit/test_text_helpers.hpp"
 
 #include "trellis/core/error.hpp"
-#include "trellis/train/train_config.hpp"
+#include "trellis/train/config/train_config.hpp"
 
 #include <cstdio>
 #include <fstream>

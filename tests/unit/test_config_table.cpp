@@ -4,9 +4,9 @@
 #include "unit/test_text_helpers.hpp"
 
 #include "trellis/core/error.hpp"
-#include "trellis/train/config_table.hpp"
-#include "trellis/train/memory_estimate.hpp"
-#include "trellis/train/train_config.hpp"
+#include "trellis/train/config/config_table.hpp"
+#include "trellis/train/config/train_config.hpp"
+#include "trellis/train/model/memory_estimate.hpp"
 
 #include <functional>
 #include <set>
@@ -42,14 +42,14 @@ TEST_CASE("every key is declared once, and every default parses", "[config][tabl
     CHECK(names.insert(entry.name).second);
     CHECK(std::string(entry.help).size() > 5);
   }
-  CHECK(names.size() == trellis::config_schema().size());
+  CHECK(names.size() == trellis::config_table().size());
   // --help and the error messages say the same about what a key takes.
   const auto* optim_type = trellis::find_config_entry("optim.type");
   REQUIRE(optim_type != nullptr);
   CHECK(optim_type->allowed == "one of: sgd, adam, adamw, rmsprop");
   CHECK(contains(bad("--optim.type=lion"), optim_type->allowed));
   CHECK(contains(bad("--parallel.tp=0"), trellis::find_config_entry("parallel.tp")->allowed));
-  for (const auto& key : trellis::config_schema()) CHECK(std::string(key.allowed).size() > 3);
+  for (const auto& key : trellis::config_table()) CHECK(key.allowed.size() > 3);
   const TrainConfig defaults = parse({});
   // The table's defaults reach the sections, the optimizer's and the schedule's specs alike.
   CHECK(defaults.optim.type == "sgd");

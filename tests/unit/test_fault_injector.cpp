@@ -2,7 +2,7 @@
 // in a forked child, whose stop (SIGSTOP) is the thing under test.
 #include "catch.hpp"
 
-#include "trellis/train/fault_injector.hpp"
+#include "trellis/train/faults/fault_injector.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 // or not this machine has a driver, and an unavailable GPU always comes with its reason.
 #include "catch.hpp"
 
-#include "trellis/train/gpu_telemetry.hpp"
+#include "trellis/train/monitoring/gpu_telemetry.hpp"
 
 #include <cmath>
 

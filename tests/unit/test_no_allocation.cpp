@@ -13,7 +13,7 @@
 #include "trellis/nn/softmax_xent.hpp"
 #include "trellis/optim/clip.hpp"
 #include "trellis/optim/optimizer.hpp"
-#include "trellis/train/prefetch_source.hpp"
+#include "trellis/train/input/prefetch_source.hpp"
 
 #include <atomic>
 #include <cstdlib>

@@ -4,7 +4,7 @@
 #include "catch.hpp"
 
 #include "trellis/core/error.hpp"
-#include "trellis/train/prefetch_source.hpp"
+#include "trellis/train/input/prefetch_source.hpp"
 
 #include <atomic>
 #include <chrono>

@@ -2,7 +2,7 @@
 // between (Open MPI's ranks see a pseudo-terminal even when mpirun writes to a file).
 #include "catch.hpp"
 
-#include "trellis/train/progress.hpp"
+#include "trellis/train/monitoring/progress.hpp"
 
 #include <map>
 #include <string>

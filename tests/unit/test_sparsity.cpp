@@ -8,7 +8,7 @@
 #include "trellis/kernels/sparsity.hpp"
 #include "trellis/nn/parameter_store.hpp"
 #include "trellis/optim/sparsity_schedule.hpp"
-#include "trellis/train/export.hpp"
+#include "trellis/train/commands/export_command.hpp"
 
 #include <algorithm>
 #include <cmath>

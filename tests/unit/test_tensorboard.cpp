@@ -5,7 +5,7 @@
 
 #include "test_data_helpers.hpp"
 #include "trellis/core/error.hpp"
-#include "trellis/train/tensorboard.hpp"
+#include "trellis/train/monitoring/tensorboard.hpp"
 
 #include <cstdint>
 #include <cstdlib>

@@ -4,7 +4,7 @@
 // Run in a forked child, whose end is the thing under test.
 #include "catch.hpp"
 
-#include "trellis/train/watchdog.hpp"
+#include "trellis/train/faults/watchdog.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

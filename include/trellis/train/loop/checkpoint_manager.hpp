@@ -1,0 +1,82 @@
+// Checkpoints of a training run, and its final weights: what goes into one, when a resumed
+// run loads one, and which rank writes which piece (tensor_ownership.hpp).
+//
+// Everything is stored by logical tensor (checkpoint_file.hpp writes and reads the file), so
+// a checkpoint loads on any dp x tp x pp layout:
+//   params/<name>              each parameter, every piece written once (owns_piece)
+//   optim/<state>/<name>       each optimizer state buffer (exp_avg, exp_avg_sq,
+//                              momentum_buffer, square_avg) per parameter; with ZeRO-1 each dp
+//                              rank writes and reads the ranges of its own shard
+//   buffers/<name>             BatchNorm running statistics
+//   masks/<name>               pruning masks (prune.method != none; counter prune_masks)
+//   powersgd/state             [world, L]: row r is rank r's PowerSGD Q and error feedback
+//                              (zero-padded to the longest rank's L); loaded only on the
+//                              same layout (world, tp, pp, rank), else restarted with a warning
+// plus the step, the optimizer's step count, the skipped steps, the loss scaler's state, the global
+// batch, the resolved config and the build. Randomness needs no state: every draw is keyed by
+// (seed, step, position). model.h5 holds params/ and buffers/ in the weights format.
+#pragma once
+
+#include "trellis/comm/process_grid.hpp"
+#include "trellis/core/log.hpp"
+#include "trellis/train/config/train_config.hpp"
+#include "trellis/train/faults/fault_injector.hpp"
+#include "trellis/train/files/checkpoint_file.hpp"
+#include "trellis/train/loop/pruner.hpp"
+#include "trellis/train/model/training_model.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trellis {
+
+// Where a resumed run continues.
+struct ResumePoint {
+  std::string dir;
+  std::int64_t step = 0;
+  std::int64_t skipped_steps = 0;
+};
+
+class CheckpointManager {
+ public:
+  // Every reference must outlive the manager.
+  CheckpointManager(const TrainConfig& config, const ProcessGrid& grid, TrainingModel& model,
+                    const FaultInjector& faults, Pruner& pruner, const Logger& log);
+
+  // Collective over the world: writes the checkpoint of `step` (ckpt.dir/step-NNNNNNN) and
+  // returns its directory.
+  std::string save(std::int64_t step, std::int64_t skipped_steps);
+
+  // ckpt.resume: none -> nothing; auto -> the newest checkpoint that verifies, falling back to
+  // older ones with a warning; a directory -> that one. Loads parameters, optimizer state and
+  // buffers. Collective. Throws InputError (the same on every rank) when no checkpoint is
+  // usable or one belongs to another model, before anything in run.dir is touched.
+  std::optional<ResumePoint> resume_if_asked();
+
+  // Collective: the parameters and buffers as run.dir/model.h5; returns its path.
+  std::string write_weights() const;
+
+ private:
+  // Every tensor a checkpoint (with_optimizer) or model.h5 holds, as this rank's pieces.
+  std::vector<TensorPiece> pieces(bool with_optimizer) const;
+  void load(const std::string& dir, const CheckpointInfo& info);
+  // The powersgd/state piece of this rank, over powersgd_staging_ (sized here); none when
+  // PowerSGD is off. Collective (the row length is the world's maximum).
+  std::vector<TensorPiece> powersgd_pieces();
+  // Whether a checkpoint's PowerSGD state fits this run (the same world, layout and rank).
+  bool powersgd_state_fits(const CheckpointInfo& info) const;
+  // The loss scaler's state from a checkpoint's counters (loss_scale_bits: the float's bits).
+  void restore_loss_scaler(const CheckpointInfo& info);
+
+  const TrainConfig& config_;
+  const ProcessGrid& grid_;
+  TrainingModel& model_;
+  const FaultInjector& faults_;
+  Pruner& pruner_;
+  Logger log_;
+  FloatView powersgd_staging_;  // [L]: this rank's row of powersgd/state
+};
+
+}  // namespace trellis

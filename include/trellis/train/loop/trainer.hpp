@@ -1,0 +1,92 @@
+// Trainer: wires the parts of a training run over the dp x tp x pp process grid together and
+// runs the loop over steps.
+//
+//   setup      process grid -> node-local staging -> datasets -> TrainingModel (layers,
+//              pipeline engine, dp reduction, optimizer, schedule) -> performance model ->
+//              resume (before run.dir is touched) -> config.ini and the metrics sinks
+//   each step  StepRunner (one optimizer step -> StepRecord) -> Metrics (JSONL, TensorBoard,
+//              console) -> evaluation when due -> StopPolicy (one agreed decision: signal,
+//              time limit, checkpoint by clock, budget; early stop after evaluations) ->
+//              CheckpointManager when due
+//   end        a final checkpoint when the run checkpoints, model.h5, summary.json
+//
+// Errors follow the process' one policy (error_policy.hpp): set-up phases are agreed over the
+// world; an error one rank meets alone during the run ends the whole job at once.
+#pragma once
+
+#include "trellis/comm/device_binding.hpp"
+#include "trellis/comm/process_grid.hpp"
+#include "trellis/core/error.hpp"
+#include "trellis/core/log.hpp"
+#include "trellis/train/config/train_config.hpp"
+#include "trellis/train/faults/fault_injector.hpp"
+#include "trellis/train/faults/watchdog.hpp"
+#include "trellis/train/input/batch_buffers.hpp"
+#include "trellis/train/input/data_source.hpp"
+#include "trellis/train/loop/checkpoint_manager.hpp"
+#include "trellis/train/loop/pruner.hpp"
+#include "trellis/train/loop/step_runner.hpp"
+#include "trellis/train/loop/stop_policy.hpp"
+#include "trellis/train/model/training_model.hpp"
+#include "trellis/train/monitoring/metrics.hpp"
+#include "trellis/train/monitoring/performance_model.hpp"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+namespace trellis {
+
+class Trainer {
+ public:
+  // Collective over `world`: everything up to the first step (see above). Any failure, on any
+  // rank, stops every rank before the first step.
+  Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log);
+  // Stops the training data's loader thread first: the members destroyed after it may close
+  // HDF5 files, and HDF5 is not thread-safe.
+  ~Trainer();
+
+  // Trains for train.epochs (or train.max_steps), then writes model.h5 and summary.json:
+  // ExitCode::ok. Stopped early by a signal or time limit: writes a checkpoint and returns
+  // ExitCode::stopped_resumable (no model.h5).
+  ExitCode run();
+
+  const nn::ParameterStore& parameters() const { return model_->store(); }
+
+ private:
+  void open_data();
+  void log_setup() const;
+  ExitCode train();
+  void checkpoint();
+  // After the pruning masks changed: their sparsity to the metrics sinks. Collective.
+  void report_sparsity();
+  EvalResult evaluate(std::int64_t epoch);
+  void finish(const std::string& finish_reason);
+  std::int64_t step() const { return runner_->completed(); }
+
+  TrainConfig config_;
+  NodeBinding node_;
+  Logger log_;
+  std::unique_ptr<ProcessGrid> grid_;
+  std::unique_ptr<TrainSource> train_data_;
+  std::unique_ptr<EvalSource> test_data_;
+  std::unique_ptr<BatchBuffers> buffers_;
+  std::int64_t total_steps_ = 0;
+  std::unique_ptr<TrainingModel> model_;
+  std::unique_ptr<FaultInjector> faults_;
+  std::unique_ptr<Pruner> pruner_;
+  std::unique_ptr<StepRunner> runner_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  std::unique_ptr<PerformanceModel> performance_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<StopPolicy> stop_policy_;
+  std::unique_ptr<EarlyStopping> early_stopping_;
+  std::unique_ptr<Watchdog> watchdog_;
+  std::int64_t parameter_count_ = 0;
+  std::int64_t checkpointed_step_ = 0;  // the step of the newest checkpoint (or the start)
+  std::optional<EvalResult> last_eval_;
+};
+
+}  // namespace trellis

@@ -1,0 +1,94 @@
+// The one list of trellis' subcommands and their options (command.hpp).
+#include "trellis/train/commands/command.hpp"
+
+namespace trellis {
+
+namespace {
+
+using K = OptionKind;
+
+std::vector<Command> make_table() {
+  return {
+      {"train",
+       "train a model (see `trellis train --help` for every config key)",
+       "Trains the model a configuration describes (INI file plus --section.key=value\n"
+       "overrides), writing checkpoints, metrics and the final model.h5 into run.dir.",
+       {{"--resume", K::text, "auto|DIR", "", false,
+         "resume from the newest usable checkpoint (auto) or from DIR (same as "
+         "--ckpt.resume)",
+         -std::numeric_limits<double>::infinity(), "ckpt.resume"}},
+       true,
+       run_train_command},
+      {"eval",
+       "evaluate saved weights (fp32 or int8) on a dataset",
+       "Rebuilds the model stored in a weights file (model.h5, or the int8 file of `trellis\n"
+       "quantize`) and prints its loss, accuracy and throughput on a dataset, all ranks\n"
+       "sharing the work.",
+       {{"--weights", K::text, "FILE", "", true, "the weights file"},
+        {"--data", K::text, "FILE", "", true, "the dataset (a trellis HDF5 file or shard list)"},
+        {"--batch", K::integer, "N", "1000", false, "samples per forward pass", 1},
+        {"--cache", K::flag, "", "", false,
+         "read each rank's share into memory first (throughput of the model, not the files)"}},
+       false,
+       run_eval_command},
+      {"export",
+       "write a structurally pruned model without its pruned neurons/channels",
+       "Writes a weights file of a structurally pruned model (prune.method = structured) with\n"
+       "its pruned MLP neurons or CNN channels removed; `trellis eval` and `trellis quantize`\n"
+       "take it as it is.",
+       {{"--weights", K::text, "FILE", "", true, "the pruned run's weights file"},
+        {"--out", K::text, "FILE", "", true, "the smaller weights file to write"},
+        {"--prune", K::flag, "", "", false, "remove the pruned units (the only export so far)"}},
+       false,
+       run_export_command},
+      {"quantize",
+       "int8 model calibrated on a dataset",
+       "Post-training int8 quantization of every Linear and convolution: activation scales\n"
+       "calibrated on the first BATCHES x BATCH samples of DATA, split over the ranks.",
+       {{"--weights", K::text, "FILE", "", true, "the fp32 weights file"},
+        {"--calib", K::text, "DATA", "", true, "the calibration dataset"},
+        {"--out", K::text, "FILE", "", true, "the int8 weights file to write"},
+        {"--method", K::text, "minmax|percentile|entropy", "entropy", false,
+         "how activation ranges are chosen"},
+        {"--percentile", K::real, "P", "99.99", false,
+         "percentile: the share of |x| kept unclipped, in percent", 0},
+        {"--batches", K::integer, "N", "8", false, "calibration batches (over all ranks)", 1},
+        {"--batch", K::integer, "B", "256", false, "samples per calibration batch", 1}},
+       false,
+       run_quantize_command},
+      {"info",
+       "build, backends, ranks and devices",
+       "Prints how this binary was built (backends, vendor libraries, CPU features) and where\n"
+       "every rank of this job runs in the process grid a configuration gives.",
+       {},
+       true,
+       run_info_command},
+      {"generate",
+       "sample text from a trained gpt",
+       "Samples text from a trained language model, on one rank; the same command prints the\n"
+       "same text.",
+       {{"--weights", K::text, "FILE", "", true, "the weights file of a gpt run"},
+        {"--prompt", K::text, "TEXT", "", false, "the text to continue"},
+        {"--tokens", K::integer, "N", "200", false, "tokens to generate", 0},
+        {"--temperature", K::real, "T", "1", false, "softmax temperature (0: greedy)", 0},
+        {"--top-k", K::integer, "K", "0", false, "sample among the K likeliest (0: all)", 0},
+        {"--seed", K::integer, "S", "0", false, "random seed of the draws", 0}},
+       false,
+       run_generate_command},
+  };
+}
+
+}  // namespace
+
+const std::vector<Command>& command_table() {
+  static const std::vector<Command> table = make_table();
+  return table;
+}
+
+const Command* find_command(const std::string& name) {
+  for (const Command& command : command_table())
+    if (name == command.name) return &command;
+  return nullptr;
+}
+
+}  // namespace trellis

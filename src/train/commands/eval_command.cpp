@@ -1,0 +1,85 @@
+// `trellis eval` (command.hpp): rebuilds the model from the configuration stored in a weights
+// file (an int8 model's layers run int8, nn/quantization.hpp), loads the weights and prints
+// loss, accuracy and throughput on a dataset, all ranks sharing the work. --cache: each rank
+// reads its share into memory first, so the throughput is the model's, not the file system's.
+#include "trellis/comm/agreement.hpp"
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/format.hpp"
+#include "trellis/nn/quantization.hpp"
+#include "trellis/train/commands/command.hpp"
+#include "trellis/train/config/raw_config.hpp"
+#include "trellis/train/files/int8_weights.hpp"
+#include "trellis/train/files/weights_file.hpp"
+#include "trellis/train/input/data_factory.hpp"
+#include "trellis/train/loop/evaluate.hpp"
+#include "trellis/train/model/model_factory.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+namespace trellis {
+
+namespace {
+
+void evaluate_weights(MPI_Comm world, const std::string& weights_path, const std::string& data_spec,
+                      std::int64_t batch, const Logger& log, bool cache_in_memory) {
+  MpiComm comm = MpiComm::duplicate(world);
+  TrainConfig config;
+  std::unique_ptr<EvalSource> data;
+  run_agreed(comm.get(), log, [&] {
+    config = TrainConfig::from(RawConfig::parse_text(read_weights_config(weights_path),
+                                                     "the config stored in " + weights_path, {}));
+    config.train.eval_max_samples = 0;  // the run's cap on periodic evaluations; eval reads all
+    config.data.cache_in_memory = cache_in_memory;
+  });
+  run_agreed(comm.get(), log, [&] { data = open_eval_source(config, data_spec, comm, batch); });
+  nn::ParameterStore store;
+  std::unique_ptr<PipelineEngine> engine;
+  std::string precision = "fp32";
+  run_agreed(comm.get(), log, [&] {
+    std::vector<std::unique_ptr<nn::Model>> one;
+    one.push_back(build_model(config.model, data->shape(), batch, store, nullptr));
+    store.finalize(config.train.seed);
+    // An int8 model (trellis quantize): its Linears run the int8 kernels.
+    const std::vector<nn::Int8Layer> int8 = read_int8_layers(weights_path);
+    load_weights(weights_path, store, one.front()->buffers(), int8_weight_names(int8));
+    nn::attach_int8(*one.front(), store, int8);
+    if (!int8.empty()) {
+      const bool onednn = kernels::int8_onednn_available();
+      precision =
+          format_text("int8 (%zu layers, %s)", int8.size(), onednn ? "oneDNN" : "reference kernel");
+    }
+    engine = std::make_unique<PipelineEngine>(std::move(one), PipelineSchedule::one_f_one_b,
+                                              nullptr, nn::TensorParallel{});
+  });
+  const nn::Model* model = &engine->model();
+  BatchBuffers buffers(batch, data->shape().feature_numel, data->shape().seq_len);
+  const MpiComm self = MpiComm::borrow(MPI_COMM_SELF);
+  TRELLIS_MPI(MPI_Barrier(comm.get()));
+  const auto start = std::chrono::steady_clock::now();
+  const EvalResult result = evaluate_model(*engine, *data, buffers, batch, comm, self);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  char line[768];
+  std::snprintf(line, sizeof(line),
+                "eval %s on %s (%s, %s): %lld samples, loss %.6f, accuracy %.6f, %.0f samples/s",
+                weights_path.c_str(), data_spec.c_str(), model->describe().c_str(),
+                precision.c_str(), static_cast<long long>(result.samples), result.loss,
+                result.accuracy, static_cast<double>(result.samples) / seconds);
+  std::string text = line;
+  if (model->takes_tokens()) {
+    std::snprintf(line, sizeof(line), ", %.4f bits per token", result.bits_per_target());
+    text += line;
+  }
+  log.info(text);
+}
+
+}  // namespace
+
+int run_eval_command(const CommandContext& context, const CommandArgs& args) {
+  evaluate_weights(context.world, args.text("--weights"), args.text("--data"),
+                   args.integer("--batch"), context.log, args.flag("--cache"));
+  return 0;
+}
+
+}  // namespace trellis

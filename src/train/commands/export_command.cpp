@@ -1,0 +1,227 @@
+#include "trellis/train/commands/export_command.hpp"
+#include "trellis/train/commands/command.hpp"
+
+#include "trellis/comm/agreement.hpp"
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/error.hpp"
+#include "trellis/core/format.hpp"
+#include "trellis/train/config/raw_config.hpp"
+#include "trellis/train/config/train_config.hpp"
+#include "trellis/train/files/weights_file.hpp"
+#include "trellis/train/model/model_factory.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <map>
+#include <memory>
+#include <numeric>
+
+namespace trellis {
+
+namespace {
+
+std::int64_t numel(const Shape& shape) {
+  return std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+}
+
+std::vector<float> host_copy(const FloatView& x) {
+  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), x);
+  return std::vector<float>(host.data(), host.data() + host.extent(0));
+}
+
+void copy_to(const std::vector<float>& values, const FloatView& target) {
+  const auto host = Kokkos::create_mirror_view(HostSpace(), target);
+  for (std::size_t i = 0; i < values.size(); ++i) host(i) = values[i];
+  Kokkos::deep_copy(target, host);
+}
+
+// A data shape that builds the model with the parameters the file holds: parameter shapes
+// depend only on the sample's channels or features and the classes (the CNN pools globally,
+// so any image size gives the same parameters; the configured one is not stored).
+DataShape shape_from_weights(const TrainConfig& config, const std::string& path) {
+  DataShape shape;
+  shape.classes = static_cast<int>(read_weights_shape(path, "params/head.weight").at(0));
+  if (config.model.type == ModelType::mlp) {
+    const std::string first = config.model.hidden.empty() ? "head.weight" : "fc1.weight";
+    shape.feature_numel = read_weights_shape(path, "params/" + first).at(1);
+    shape.sample_shape = {shape.feature_numel};
+  } else if (config.model.type == ModelType::cnn) {
+    const std::int64_t channels = read_weights_shape(path, "params/stem.conv.weight").at(1);
+    shape.sample_shape = {channels, 8, 8};
+    shape.feature_numel = numel(shape.sample_shape);
+  } else {
+    throw ConfigError(path +
+                      ": export --prune removes MLP neurons and CNN channels; model.type = " +
+                      model_type_name(config.model.type) + " has none");
+  }
+  return shape;
+}
+
+struct LoadedModel {
+  nn::ParameterStore store;
+  std::unique_ptr<nn::Model> model;
+};
+
+void build(LoadedModel& m, const TrainConfig& config, const DataShape& shape) {
+  m.model = build_model(config.model, shape, 1, m.store, nullptr);
+  m.store.finalize(config.train.seed);
+}
+
+// Units of one group that are not entirely zero (weight row and followers); at least one
+// stays, so a layer never ends up empty.
+std::vector<std::int64_t> surviving_units(const LoadedModel& m, const nn::PrunableUnits& units) {
+  const nn::ParamInfo& info = m.store.info(m.store.index(units.weight));
+  const std::int64_t rows = info.logical_shape.at(0), row_size = numel(info.logical_shape) / rows;
+  const std::vector<float> weight = host_copy(m.store.param(m.store.index(units.weight)));
+  std::vector<bool> alive(static_cast<std::size_t>(rows), false);
+  for (std::int64_t e = 0; e < rows * row_size; ++e)
+    if (weight[static_cast<std::size_t>(e)] != 0.0f)
+      alive[static_cast<std::size_t>(e / row_size)] = true;
+  for (const std::string& name : units.followers) {
+    const std::vector<float> follower = host_copy(m.store.param(m.store.index(name)));
+    for (std::size_t u = 0; u < follower.size(); ++u)
+      if (follower[u] != 0.0f) alive[u] = true;
+  }
+  std::vector<std::int64_t> keep;
+  for (std::int64_t u = 0; u < rows; ++u)
+    if (alive[static_cast<std::size_t>(u)]) keep.push_back(u);
+  if (keep.empty()) keep.push_back(0);
+  return keep;
+}
+
+void export_pruned(const ExportOptions& options, const Logger& log) {
+  TrainConfig config = TrainConfig::from(RawConfig::parse_text(
+      read_weights_config(options.weights), "the config stored in " + options.weights, {}));
+  const DataShape shape = shape_from_weights(config, options.weights);
+  LoadedModel dense;
+  build(dense, config, shape);
+  load_weights(options.weights, dense.store, dense.model->buffers());
+
+  // Which indices of which dim each tensor keeps.
+  std::map<std::string, std::pair<int, std::vector<std::int64_t>>> rows, columns;
+  std::vector<int> widths;
+  std::string summary;
+  for (const nn::PrunableUnits& units : dense.model->prunable_units()) {
+    const std::vector<std::int64_t> keep = surviving_units(dense, units);
+    const std::int64_t before = dense.store.info(dense.store.index(units.weight)).logical_shape[0];
+    widths.push_back(static_cast<int>(keep.size()));
+    summary += format_text("%s%s %lld -> %zu", summary.empty() ? "" : ", ", units.weight.c_str(),
+                           static_cast<long long>(before), keep.size());
+    rows[units.weight] = {0, keep};
+    for (const std::string& name : units.followers) rows[name] = {0, keep};
+    for (const std::string& name : units.follower_buffers) rows[name] = {0, keep};
+    if (!units.consumer.empty()) columns[units.consumer] = {1, keep};
+  }
+  if (widths.empty())
+    throw ConfigError(options.weights + ": the model has no prunable units to remove");
+  if (config.model.type == ModelType::mlp)
+    config.model.hidden = widths;
+  else
+    config.model.block_widths = widths;
+  config.prune.method = "none";  // the exported model is the result, not a run to prune
+
+  LoadedModel small;
+  build(small, config, shape);
+  auto selected = [&](const std::string& name, std::vector<float> values, Shape logical) {
+    for (const auto* which : {&rows, &columns}) {
+      const auto it = which->find(name);
+      if (it == which->end()) continue;
+      values = select_along(values, logical, it->second.first, it->second.second);
+      logical[static_cast<std::size_t>(it->second.first)] =
+          static_cast<std::int64_t>(it->second.second.size());
+    }
+    return values;
+  };
+  std::vector<TensorPiece> pieces;
+  for (std::size_t i = 0; i < small.store.size(); ++i) {
+    const nn::ParamInfo& info = small.store.info(i);
+    const std::size_t source = dense.store.index(info.name);
+    copy_to(selected(info.name, host_copy(dense.store.param(source)),
+                     dense.store.info(source).logical_shape),
+            small.store.param(i));
+    TensorPiece piece;
+    piece.name = "params/" + info.name;
+    piece.logical_shape = info.logical_shape;
+    piece.writer = true;
+    piece.local = small.store.param(i);
+    pieces.push_back(std::move(piece));
+  }
+  const std::vector<nn::NamedBuffer> dense_buffers = dense.model->buffers();
+  for (const nn::NamedBuffer& buffer : small.model->buffers()) {
+    for (const nn::NamedBuffer& from : dense_buffers) {
+      if (from.name != buffer.name) continue;
+      const FloatView values(from.data.data(), from.data.extent(0));
+      copy_to(
+          selected(from.name, host_copy(values), {static_cast<std::int64_t>(from.data.extent(0))}),
+          FloatView(buffer.data.data(), buffer.data.extent(0)));
+    }
+    TensorPiece piece;
+    piece.name = "buffers/" + buffer.name;
+    piece.logical_shape = {static_cast<std::int64_t>(buffer.data.extent(0))};
+    piece.writer = true;
+    piece.local = FloatView(buffer.data.data(), buffer.data.extent(0));
+    pieces.push_back(std::move(piece));
+  }
+  write_weights_file(options.out, pieces, config.to_ini(), MPI_COMM_SELF);
+  const auto count = [](const nn::ParameterStore& store) {
+    std::int64_t total = 0;
+    for (std::size_t i = 0; i < store.size(); ++i) total += numel(store.info(i).logical_shape);
+    return total;
+  };
+  log.info(format_text(
+      "export: %s -> %s (%s): %s; parameters %lld -> %lld", options.weights.c_str(),
+      options.out.c_str(), small.model->describe().c_str(), summary.c_str(),
+      static_cast<long long>(count(dense.store)), static_cast<long long>(count(small.store))));
+}
+
+}  // namespace
+
+std::vector<float> select_along(const std::vector<float>& x, const Shape& shape, int dim,
+                                const std::vector<std::int64_t>& keep) {
+  if (dim < 0 || dim >= static_cast<int>(shape.size()))
+    throw Error("select_along: dim " + std::to_string(dim) + " out of range for " +
+                shape_string(shape));
+  const auto d = static_cast<std::size_t>(dim);
+  const std::int64_t extent = shape[d];
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t i = 0; i < d; ++i) outer *= shape[i];
+  for (std::size_t i = d + 1; i < shape.size(); ++i) inner *= shape[i];
+  if (static_cast<std::int64_t>(x.size()) != outer * extent * inner)
+    throw Error("select_along: " + std::to_string(x.size()) + " values for shape " +
+                shape_string(shape));
+  for (const std::int64_t k : keep)
+    if (k < 0 || k >= extent)
+      throw Error("select_along: index " + std::to_string(k) + " out of range for dim " +
+                  std::to_string(dim) + " of " + shape_string(shape));
+  std::vector<float> out;
+  out.reserve(static_cast<std::size_t>(outer * inner) * keep.size());
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (const std::int64_t k : keep) {
+      const auto first = x.begin() + (o * extent + k) * inner;
+      out.insert(out.end(), first, first + inner);
+    }
+  return out;
+}
+
+void export_command(MPI_Comm world, const ExportOptions& options, const Logger& log) {
+  int rank = 0;
+  TRELLIS_MPI(MPI_Comm_rank(world, &rank));
+  run_agreed(world, log, [&] {
+    if (!options.prune)
+      throw ConfigError(
+          "export: nothing to do; --prune removes the units of a structurally "
+          "pruned model (prune.method = structured)");
+    if (rank == 0) export_pruned(options, log);
+  });
+}
+
+int run_export_command(const CommandContext& context, const CommandArgs& args) {
+  ExportOptions options;
+  options.weights = args.text("--weights");
+  options.out = args.text("--out");
+  options.prune = args.flag("--prune");
+  export_command(context.world, options, context.log);
+  return 0;
+}
+
+}  // namespace trellis

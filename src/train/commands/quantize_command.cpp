@@ -1,0 +1,161 @@
+#include "trellis/train/commands/quantize_command.hpp"
+#include "trellis/train/commands/command.hpp"
+
+#include "trellis/comm/agreement.hpp"
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/comm/mpi_comm.hpp"
+#include "trellis/core/error.hpp"
+#include "trellis/core/format.hpp"
+#include "trellis/nn/batchnorm.hpp"
+#include "trellis/nn/layer.hpp"
+#include "trellis/nn/quantization.hpp"
+#include "trellis/train/config/raw_config.hpp"
+#include "trellis/train/config/train_config.hpp"
+#include "trellis/train/files/int8_weights.hpp"
+#include "trellis/train/files/weights_file.hpp"
+#include "trellis/train/input/batch_buffers.hpp"
+#include "trellis/train/input/data_factory.hpp"
+#include "trellis/train/model/model_factory.hpp"
+
+#include <sys/stat.h>
+#include <algorithm>
+#include <map>
+
+namespace trellis {
+
+namespace {
+
+// Runs the model forward (inference) on this rank's share of the calibration samples.
+void forward_over(nn::Model& model, EvalSource& data, BatchBuffers& buffers, std::int64_t samples,
+                  std::int64_t batch) {
+  for (std::int64_t first = 0; first < samples; first += batch) {
+    const std::int64_t count = std::min(batch, samples - first);
+    data.load(first, count, buffers);
+    buffers.upload(count);
+    nn::ModelInput input;
+    if (model.takes_tokens())
+      input.tokens = buffers.token_rows(0, count);
+    else
+      input.features = buffers.feature_rows(0, count);
+    nn::StepContext ctx;
+    ctx.training = false;
+    model.forward(input, static_cast<int>(count), ctx);
+  }
+}
+
+std::int64_t file_bytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : -1;
+}
+
+}  // namespace
+
+void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logger& log) {
+  MpiComm comm = MpiComm::duplicate(world);
+  int rank = 0;
+  TRELLIS_MPI(MPI_Comm_rank(comm.get(), &rank));
+  TrainConfig config;
+  nn::CalibrationMethod method = nn::CalibrationMethod::entropy;
+  std::unique_ptr<EvalSource> data;
+  run_agreed(comm.get(), log, [&] {
+    method = nn::parse_calibration_method(options.method);
+    if (!(options.percentile > 0 && options.percentile <= 100))
+      throw ConfigError("quantize --percentile " + format_text("%g", options.percentile) +
+                        ": must be in (0, 100]");
+    if (options.batches < 1 || options.batch < 1)
+      throw ConfigError("quantize --batches and --batch must be >= 1");
+    if (is_int8_weights(options.weights))
+      throw ConfigError(options.weights + " is already an int8 model; quantize its fp32 weights");
+    config = TrainConfig::from(RawConfig::parse_text(
+        read_weights_config(options.weights), "the config stored in " + options.weights, {}));
+    // The first batches x batch samples of DATA, split over the ranks: the same samples,
+    // hence the same scales, for any rank count.
+    config.train.eval_max_samples = options.batches * options.batch;
+    data = open_eval_source(config, options.calib, comm, options.batch);
+  });
+  nn::ParameterStore store;
+  std::unique_ptr<nn::Model> model;
+  std::vector<nn::Layer*> targets;
+  run_agreed(comm.get(), log, [&] {
+    model = build_model(config.model, data->shape(), options.batch, store, nullptr);
+    store.finalize(config.train.seed);
+    load_weights(options.weights, store, model->buffers());
+    targets = nn::quantizable_layers(*model);
+    if (targets.empty())
+      throw ConfigError(options.weights + ": the model has no Linear or Conv2d layers to quantize");
+  });
+  const std::int64_t share = data->local_samples();
+  const long long calibrated = data->total_samples();
+  BatchBuffers buffers(options.batch, data->shape().feature_numel, data->shape().seq_len);
+  std::vector<nn::ActivationObserver> observers(targets.size());
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    nn::set_input_observer(*targets[i], &observers[i]);
+  run_agreed(comm.get(), log, [&] { forward_over(*model, *data, buffers, share, options.batch); });
+  // Ranges agreed over the ranks, then (percentile, entropy) the histograms summed.
+  std::vector<float> lows(targets.size()), highs(targets.size());
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    lows[i] = observers[i].min(), highs[i] = observers[i].max();
+  const int count = static_cast<int>(targets.size());
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, lows.data(), count, MPI_FLOAT, MPI_MIN, comm.get()));
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, highs.data(), count, MPI_FLOAT, MPI_MAX, comm.get()));
+  for (std::size_t i = 0; i < targets.size(); ++i) observers[i].start_histogram(lows[i], highs[i]);
+  if (method != nn::CalibrationMethod::minmax) {
+    run_agreed(comm.get(), log,
+               [&] { forward_over(*model, *data, buffers, share, options.batch); });
+    for (nn::ActivationObserver& o : observers)
+      TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, o.histogram().data(), nn::ActivationObserver::kBins,
+                                MPI_DOUBLE, MPI_SUM, comm.get()));
+  }
+  for (nn::Layer* layer : targets) nn::set_input_observer(*layer, nullptr);
+
+  // The BatchNorms that fold into their convolutions.
+  std::map<std::string, const nn::BatchNorm2d*> norms;
+  model->for_each_layer([&](nn::Layer& layer) {
+    if (const auto* norm = dynamic_cast<const nn::BatchNorm2d*>(&layer)) norms[norm->name()] = norm;
+  });
+  std::map<std::string, const nn::BatchNorm2d*> folds;
+  for (const auto& [conv, norm] : model->conv_batchnorm_pairs()) folds[conv] = norms.at(norm);
+  std::vector<nn::Int8Layer> quantized;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const kernels::ActivationQuant input = observers[i].choose(method, options.percentile);
+    const auto fold = folds.find(targets[i]->name());
+    quantized.push_back(nn::quantize_layer(*targets[i], store, input,
+                                           fold == folds.end() ? nullptr : fold->second));
+    log.info(format_text(
+        "quantize: %-28s %-16s input %s range [%.4g, %.4g], scale %.4g (clips at %.4g)%s",
+        targets[i]->name().c_str(), shape_string(quantized.back().weight_shape).c_str(),
+        kernels::quant_type_name(input.type), lows[i], highs[i], static_cast<double>(input.scale),
+        static_cast<double>(input.scale) * (input.type == kernels::QuantType::u8 ? 255.0 : 127.0),
+        quantized.back().folded_norm.empty()
+            ? ""
+            : (", " + quantized.back().folded_norm + " folded in").c_str()));
+  }
+  const std::string calibration =
+      std::string(nn::calibration_method_name(method)) +
+      (method == nn::CalibrationMethod::percentile ? format_text(" %g", options.percentile) : "") +
+      format_text(" on %lld samples of ", calibrated) + options.calib;
+  run_agreed(comm.get(), log, [&] {
+    if (rank == 0)
+      write_int8_weights(options.out, store, model->buffers(), quantized, config.to_ini(),
+                         calibration);
+  });
+  log.info(format_text("quantize: %s -> %s: %zu layers int8 (%s); %lld -> %lld bytes",
+                       options.weights.c_str(), options.out.c_str(), quantized.size(),
+                       calibration.c_str(), static_cast<long long>(file_bytes(options.weights)),
+                       static_cast<long long>(file_bytes(options.out))));
+}
+
+int run_quantize_command(const CommandContext& context, const CommandArgs& args) {
+  QuantizeOptions options;
+  options.weights = args.text("--weights");
+  options.calib = args.text("--calib");
+  options.out = args.text("--out");
+  options.method = args.text("--method");
+  options.percentile = args.real("--percentile");
+  options.batches = args.integer("--batches");
+  options.batch = args.integer("--batch");
+  quantize_command(context.world, options, context.log);
+  return 0;
+}
+
+}  // namespace trellis

@@ -1,0 +1,294 @@
+#include "trellis/train/loop/checkpoint_manager.hpp"
+
+#include "trellis/comm/agreement.hpp"
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/error.hpp"
+#include "trellis/core/timer.hpp"
+#include "trellis/parallel/tensor_ownership.hpp"
+#include "trellis/train/files/weights_file.hpp"
+#include "trellis/train/monitoring/build_info.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace trellis {
+
+namespace {
+
+// The keys a checkpoint must agree on (first_model_difference) decide the model's tensors and
+// what a step means (the data order and the dropout masks are keyed by seed and step).
+void check_compatible(const std::string& dir, const TrainConfig& stored,
+                      const TrainConfig& current) {
+  const ConfigDifference d = first_model_difference(stored, current);
+  if (!d.key.empty())
+    throw InputError(dir + ": checkpoint of another model or run: " + d.key + " = " +
+                     d.stored_value + " there, " + d.current_value +
+                     " here (start a new run.dir, or set ckpt.resume = none)");
+}
+
+}  // namespace
+
+CheckpointManager::CheckpointManager(const TrainConfig& config, const ProcessGrid& grid,
+                                     TrainingModel& model, const FaultInjector& faults,
+                                     Pruner& pruner, const Logger& log)
+    : config_(config), grid_(grid), model_(model), faults_(faults), pruner_(pruner), log_(log) {}
+
+std::vector<TensorPiece> CheckpointManager::pieces(bool with_optimizer) const {
+  const GridCoords& at = grid_.coords();
+  const nn::ParameterStore& store = model_.store();
+  std::vector<TensorPiece> pieces;
+  auto piece_of = [&](const std::string& name, const nn::ParamInfo& info, DpCopies dp) {
+    TensorPiece piece;
+    piece.name = name;
+    piece.logical_shape = info.logical_shape;
+    piece.shard = info.shard;
+    piece.writer = owns_piece(info.shard.sharded(), model_.is_stage_copy(info.name), dp, at);
+    return piece;
+  };
+  for (std::size_t i = 0; i < store.size(); ++i) {
+    TensorPiece piece =
+        piece_of("params/" + store.info(i).name, store.info(i), DpCopies::identical);
+    piece.local = store.param(i);
+    pieces.push_back(std::move(piece));
+  }
+  if (with_optimizer) {
+    // Optimizer state lives in the update views ([update size]): the whole flat buffer, or
+    // with ZeRO-1 this rank's shard, one piece per bucket. Each rank writes and reads its own
+    // ranges of each parameter's piece (ZeRO-1: DpCopies::distinct), nobody gathers.
+    const GradientSync& sync = model_.sync();
+    const DpCopies dp = sync.sharded() ? DpCopies::distinct : DpCopies::identical;
+    const std::vector<GradientSync::ShardRange> ranges = sync.shard_ranges();
+    for (const auto& [state_name, view] : model_.optimizer().state())
+      for (std::size_t i = 0; i < store.size(); ++i) {
+        const nn::ParamInfo& info = store.info(i);
+        for (const GradientSync::ShardRange& range : ranges) {
+          const std::size_t first = std::max(info.offset, range.flat_begin);
+          const std::size_t end = std::min(info.offset + info.numel, range.flat_end);
+          if (first >= end) continue;
+          TensorPiece piece = piece_of("optim/" + state_name + "/" + info.name, info, dp);
+          if (first != info.offset || end != info.offset + info.numel) {
+            piece.range_begin = first - info.offset;
+            piece.range_end = end - info.offset;
+          }
+          const std::size_t local = range.shard_offset + (first - range.flat_begin);
+          piece.local = slice(view, local, local + (end - first));
+          pieces.push_back(std::move(piece));
+        }
+      }
+  }
+  // Model buffers (BatchNorm running statistics) are equal on every rank that holds them.
+  for (const nn::NamedBuffer& buffer : model_.model().buffers()) {
+    TensorPiece piece;
+    piece.name = "buffers/" + buffer.name;
+    piece.logical_shape = {static_cast<std::int64_t>(buffer.data.extent(0))};
+    piece.writer = owns_piece(false, false, DpCopies::identical, at);
+    piece.local = FloatView(buffer.data.data(), buffer.data.extent(0));
+    pieces.push_back(std::move(piece));
+  }
+  // Pipeline stages pass different lists: write_checkpoint/read_checkpoint take the union and
+  // let each rank join the collective calls for the other stages' tensors with no data.
+  return pieces;
+}
+
+std::vector<TensorPiece> CheckpointManager::powersgd_pieces() {
+  const PowerSgd* power = model_.sync().powersgd();
+  if (power == nullptr) return {};
+  const MPI_Comm world = grid_.world().get();
+  auto row = static_cast<long long>(power->state_floats());
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &row, 1, MPI_LONG_LONG, MPI_MAX, world));
+  const auto length = static_cast<std::size_t>(row);
+  if (powersgd_staging_.extent(0) != length)
+    powersgd_staging_ = FloatView("trellis::checkpoint::powersgd_row", length);
+  TensorPiece piece;
+  piece.name = "powersgd/state";
+  piece.logical_shape = {grid_.world().size(), static_cast<std::int64_t>(length)};
+  const auto rank = static_cast<std::size_t>(grid_.rank());
+  piece.range_begin = rank * length;
+  piece.range_end = (rank + 1) * length;
+  piece.writer = true;
+  piece.local = powersgd_staging_;
+  return {piece};
+}
+
+bool CheckpointManager::powersgd_state_fits(const CheckpointInfo& info) const {
+  const auto count = [&](const char* key) {
+    return info.counters.count(key) ? info.counters.at(key) : -1;
+  };
+  return model_.sync().powersgd() != nullptr && count("powersgd_world") == grid_.world().size() &&
+         count("powersgd_tp") == config_.parallel.tp &&
+         count("powersgd_pp") == config_.parallel.pp &&
+         count("powersgd_rank") == config_.parallel.powersgd_rank &&
+         count("powersgd_min_compression_x1000") ==
+             static_cast<std::int64_t>(config_.parallel.powersgd_min_compression * 1000);
+}
+
+std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_steps) {
+  faults_.in_checkpoint(step);
+  std::vector<TensorPiece> all = pieces(true);
+  for (TensorPiece& piece : powersgd_pieces()) {
+    model_.sync().powersgd()->save_state(piece.local);
+    all.push_back(std::move(piece));
+  }
+  for (TensorPiece& piece : pruner_.mask_pieces()) all.push_back(std::move(piece));
+  CheckpointInfo info;
+  info.step = step;
+  info.config_ini = config_.to_ini();
+  info.build_info = build_summary();
+  info.counters["global_batch"] = config_.train.global_batch;
+  info.counters["optimizer_steps"] = model_.optimizer().step_count();
+  info.counters["skipped_steps"] = skipped_steps;
+  if (pruner_.enabled()) info.counters["prune_masks"] = pruner_.checkpoint_kind();
+  if (model_.sync().powersgd() != nullptr) {  // the layout its per-rank state belongs to
+    info.counters["powersgd_world"] = grid_.world().size();
+    info.counters["powersgd_tp"] = config_.parallel.tp;
+    info.counters["powersgd_pp"] = config_.parallel.pp;
+    info.counters["powersgd_rank"] = config_.parallel.powersgd_rank;
+    info.counters["powersgd_min_compression_x1000"] =
+        static_cast<std::int64_t>(config_.parallel.powersgd_min_compression * 1000);
+  }
+  const LossScaler& scaler = model_.loss_scaler();
+  if (scaler.enabled()) {  // bit-exact: the float's bits as an integer
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &scaler.state().scale, sizeof bits);
+    info.counters["loss_scale_bits"] = bits;
+    info.counters["loss_scale_growth_tracker"] = scaler.state().growth_tracker;
+    info.counters["loss_scale_hysteresis_left"] = scaler.state().hysteresis_left;
+    info.counters["loss_scale_overflows"] = scaler.state().overflows;
+  }
+  return write_checkpoint(config_.derived.checkpoint_dir, all, info,
+                          static_cast<int>(config_.ckpt.keep), grid_.world().get(), Hdf5Tuning{},
+                          faults_.checkpoint_write_hook(step));
+}
+
+void CheckpointManager::restore_loss_scaler(const CheckpointInfo& info) {
+  // A checkpoint without scaler state (an fp32 or bf16 run) leaves the scaler at its start.
+  if (!info.counters.count("loss_scale_bits")) return;
+  LossScaler::State state;
+  const auto bits = static_cast<std::uint32_t>(info.counters.at("loss_scale_bits"));
+  std::memcpy(&state.scale, &bits, sizeof bits);
+  state.growth_tracker = info.counters.count("loss_scale_growth_tracker")
+                             ? info.counters.at("loss_scale_growth_tracker")
+                             : 0;
+  state.hysteresis_left = info.counters.count("loss_scale_hysteresis_left")
+                              ? info.counters.at("loss_scale_hysteresis_left")
+                              : 0;
+  state.overflows =
+      info.counters.count("loss_scale_overflows") ? info.counters.at("loss_scale_overflows") : 0;
+  try {
+    model_.loss_scaler().restore(state);
+  } catch (const Error& e) {
+    throw InputError(std::string(e.what()));
+  }
+}
+
+void CheckpointManager::load(const std::string& dir, const CheckpointInfo& info) {
+  const MPI_Comm world = grid_.world().get();
+  verify_checkpoint(dir, world);
+  std::vector<TensorPiece> all = pieces(true);
+  const bool powersgd = powersgd_state_fits(info);
+  if (powersgd)
+    for (TensorPiece& piece : powersgd_pieces()) all.push_back(std::move(piece));
+  // Masks of a run pruned the same way (a run that starts pruning from a dense checkpoint, or
+  // changes prune.method, starts with none pruned; one that stops pruning trains the zeros it
+  // has from there on).
+  const auto stored_masks = info.counters.find("prune_masks");
+  const bool masks = pruner_.enabled() && stored_masks != info.counters.end() &&
+                     stored_masks->second == pruner_.checkpoint_kind();
+  if (pruner_.enabled() && stored_masks != info.counters.end() && !masks)
+    log_.warn(dir + ": its pruning masks are of another prune.method; this run starts its own");
+  if (masks)
+    for (TensorPiece& piece : pruner_.mask_pieces()) all.push_back(std::move(piece));
+  read_checkpoint(dir, all, world);
+  if (powersgd) {
+    model_.sync().powersgd()->load_state(powersgd_staging_);
+  } else if (model_.sync().powersgd() != nullptr && grid_.rank() == 0) {
+    log_.warn("resume: " + dir +
+              " holds no PowerSGD state for this layout; its error "
+              "feedback restarts at zero and Q is drawn afresh");
+  }
+  // ZeRO-1: the master copy of this rank's parameters (the state was read into the shard).
+  model_.sync().load_shard_from_params();
+  if (masks) pruner_.masks_loaded();
+}
+
+std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
+  const std::string& mode = config_.ckpt.resume;
+  if (mode == "none") return std::nullopt;
+  const bool automatic = mode == "auto";
+  const CheckpointListing listing =
+      automatic ? scan_checkpoints(config_.derived.checkpoint_dir) : CheckpointListing{{mode}, {}};
+  if (grid_.rank() == 0)
+    for (const std::string& warning : listing.warnings) log_.warn("resume: " + warning);
+  const std::vector<std::string>& candidates = listing.dirs;
+  if (candidates.empty()) {
+    log_.info("resume: no checkpoint in " + config_.derived.checkpoint_dir +
+              ", starting from step 0");
+    return std::nullopt;
+  }
+  const MPI_Comm world = grid_.world().get();
+  for (const std::string& dir : candidates) {
+    // An unreadable file is a reason to fall back (auto); agreed over the world first.
+    // A stored config that does not parse is damage too, not a configuration error.
+    CheckpointInfo info;
+    TrainConfig stored;
+    std::string problem;
+    try {
+      info = read_checkpoint_info(dir);
+      stored = TrainConfig::from(
+          RawConfig::parse_text(info.config_ini, "the config stored in " + dir, {}));
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+    int unreadable = problem.empty() ? 0 : 1;
+    TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &unreadable, 1, MPI_INT, MPI_MAX, world));
+    if (unreadable) {
+      if (!automatic)
+        run_agreed(world, log_, [&] {
+          if (!problem.empty()) throw InputError(problem);
+        });
+      if (grid_.rank() == 0)
+        log_.warn("resume: " + dir + " is unusable (" +
+                  (problem.empty() ? "unreadable on another rank" : problem) +
+                  "); trying an older one");
+      continue;
+    }
+    // Another model's checkpoint is an error, never a fallback.
+    run_agreed(world, log_, [&] { check_compatible(dir, stored, config_); });
+    try {
+      Stopwatch watch;
+      load(dir, info);
+      model_.optimizer().set_step_count(info.counters.at("optimizer_steps"));
+      restore_loss_scaler(info);
+      model_.parameters_changed(info.step);
+      ResumePoint point;
+      point.dir = dir;
+      point.step = info.step;
+      point.skipped_steps =
+          info.counters.count("skipped_steps") ? info.counters.at("skipped_steps") : 0;
+      char line[96];
+      std::snprintf(line, sizeof(line), " (step %lld, verified and loaded in %.2f s)",
+                    static_cast<long long>(point.step), watch.seconds());
+      log_.info("resume: " + dir + line);
+      return point;
+    } catch (const InputError& e) {
+      if (!automatic) throw;
+      if (grid_.rank() == 0)
+        log_.warn("resume: " + dir + " is unusable (" + e.what() + "); trying an older one");
+    }
+  }
+  // Starting over silently would overwrite the run: the user decides (ckpt.resume = none).
+  throw InputError("resume: none of the " + std::to_string(candidates.size()) + " checkpoints in " +
+                   config_.derived.checkpoint_dir +
+                   " is usable (see the warnings above); set ckpt.resume = none to start over");
+}
+
+std::string CheckpointManager::write_weights() const {
+  // The same pieces and writers as a checkpoint's, without the optimizer state: every rank
+  // writes what it owns, nobody gathers the model.
+  const std::string path = config_.run_dir + "/model.h5";
+  write_weights_file(path, pieces(false), config_.to_ini(), grid_.world().get());
+  return path;
+}
+
+}  // namespace trellis

@@ -1,0 +1,44 @@
+#include "trellis/train/loop/evaluate.hpp"
+
+#include "trellis/comm/mpi_check.hpp"
+
+#include <algorithm>
+
+namespace trellis {
+
+EvalResult evaluate_model(PipelineEngine& engine, EvalSource& data, BatchBuffers& buffers,
+                          std::int64_t batch, const MpiComm& dp, const MpiComm& pp) {
+  const nn::Model& model = engine.model();
+  TRELLIS_REQUIRE(batch >= 1 && batch <= buffers.capacity && batch <= model.capacity(),
+                  "evaluation batch larger than the model's or the buffers' capacity");
+  const std::int64_t rows_per_sample = model.rows_per_sample();
+  double sums[2] = {0.0, 0.0};  // loss sum, correct count
+  const std::int64_t local = data.local_samples();
+  for (std::int64_t first = 0; first < local; first += batch) {
+    const std::int64_t count = std::min(batch, local - first);
+    data.load(first, count, buffers);
+    buffers.upload(count);
+    MicroBatch mb;
+    if (model.takes_tokens())
+      mb.input.tokens = buffers.token_rows(0, count);
+    else
+      mb.input.features = buffers.feature_rows(0, count);
+    mb.targets = buffers.target_rows(0, count);
+    mb.samples = static_cast<int>(count);
+    mb.ctx.training = false;
+    const StageSums result = engine.evaluate(mb);
+    sums[0] += result.loss_sum;
+    sums[1] += result.correct;
+  }
+  // The loss lives on the last pipeline stage; then the dp ranks' shares add up.
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, pp.get()));
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, dp.get()));
+  EvalResult out;
+  out.samples = data.total_samples();
+  out.targets = out.samples * rows_per_sample;
+  out.loss = sums[0] / static_cast<double>(out.targets);
+  out.accuracy = sums[1] / static_cast<double>(out.targets);
+  return out;
+}
+
+}  // namespace trellis

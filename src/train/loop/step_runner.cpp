@@ -1,0 +1,220 @@
+#include "trellis/train/loop/step_runner.hpp"
+
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/error.hpp"
+#include "trellis/core/format.hpp"
+#include "trellis/core/timer.hpp"
+#include "trellis/optim/clip.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace trellis {
+
+namespace {
+
+// Micro-batch k of this rank's part of the global batch, for the pipeline engine. Every rank
+// runs the same number of micro-batches, empty ones included (a partial last batch can leave
+// a rank fewer samples, or none): layers that synchronise inside forward and backward
+// (BatchNorm with model.sync_bn) need every rank in each collective.
+class StepBatches : public MicroBatchProvider {
+ public:
+  StepBatches(const BatchBuffers& buffers, const LocalPart& part, std::int64_t micro,
+              std::uint64_t seed, std::int64_t step, bool tokens)
+      : buffers_(buffers), part_(part), micro_(micro), seed_(seed), step_(step), tokens_(tokens) {}
+
+  MicroBatch micro_batch(int k) const override {
+    const std::int64_t first = std::min(k * micro_, part_.samples);
+    const std::int64_t count = std::min(micro_, part_.samples - first);
+    MicroBatch mb;
+    if (tokens_)
+      mb.input.tokens = buffers_.token_rows(first, count);
+    else
+      mb.input.features = buffers_.feature_rows(first, count);
+    mb.targets = buffers_.target_rows(first, count);
+    mb.samples = static_cast<int>(count);
+    mb.ctx.seed = seed_;
+    mb.ctx.step = step_;
+    mb.ctx.first_sample = part_.first_position + first;
+    mb.ctx.training = true;
+    return mb;
+  }
+
+ private:
+  const BatchBuffers& buffers_;
+  const LocalPart& part_;
+  std::int64_t micro_;
+  std::uint64_t seed_;
+  std::int64_t step_;
+  bool tokens_;
+};
+
+}  // namespace
+
+StepRunner::StepRunner(const TrainConfig& config, const ProcessGrid& grid, TrainingModel& model,
+                       TrainSource& data, BatchBuffers& buffers, const FaultInjector& faults,
+                       Pruner& pruner, const Logger& log)
+    : config_(config),
+      grid_(grid),
+      model_(model),
+      data_(data),
+      buffers_(buffers),
+      faults_(faults),
+      pruner_(pruner),
+      log_(log) {}
+
+StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
+  Stopwatch whole;
+  StepRecord record;
+  record.epoch = epoch;
+  record.step = completed_ + 1;
+  record.lr = model_.schedule().lr(completed_);
+  StepTimes& times = record.times;
+  const MpiComm& dp = grid_.dp();
+  nn::Model& model = model_.model();
+  nn::ParameterStore& store = model_.store();
+  GradientSync& sync = model_.sync();
+
+  Stopwatch phase;
+  const LocalPart part = data_.load(epoch, step_in_epoch, completed_, buffers_);
+  buffers_.upload(part.samples);
+  times.data += phase.fenced_seconds();
+
+  faults_.before_step(record.step);
+  store.zero_grads();
+  const std::int64_t rows_per_sample = model.rows_per_sample();
+  // Mean over the global batch's targets: every rank scales by the same 1/(b x rows per
+  // sample), so the dp sum of gradients is the global mean.
+  float scale = 1.0f / static_cast<float>(part.global_samples * rows_per_sample);
+  // Loss scaling (fp16): every gradient carries the factor S until the optimizer divides it
+  // out; bit-exact for power-of-two S.
+  LossScaler& scaler = model_.loss_scaler();
+  record.loss_scale = scaler.scale();
+  if (scaler.enabled()) scale *= record.loss_scale;
+  if (faults_.poison_step(record.step)) scale = std::numeric_limits<float>::quiet_NaN();
+  // loss sum, correct predictions, loss terms (targets), samples
+  double sums[4] = {0.0, 0.0, static_cast<double>(part.samples * rows_per_sample),
+                    static_cast<double>(part.samples)};
+  const StepBatches batches(buffers_, part, config_.micro_batch(), config_.train.seed, completed_,
+                            model.takes_tokens());
+  StageTimes stage_times;
+  Communicator& tp = grid_.communicator(Axis::tp);
+  const double tp_blocked_before = tp.blocked_seconds();
+  sync.set_step(completed_);
+  const StageSums stage_sums = model_.engine().train(
+      batches, static_cast<int>(config_.accumulation_steps(dp.size())), scale, sync, stage_times);
+  sums[0] = stage_sums.loss_sum;  // from the last stage; 0 on the others
+  sums[1] = stage_sums.correct;
+  // The tp all-reduces run inside the layers, so inside the engine's compute time: move them.
+  const double tp_comm = tp.blocked_seconds() - tp_blocked_before;
+  times.compute += stage_times.compute - tp_comm;
+  times.tp_comm += tp_comm;
+  times.pipeline += stage_times.p2p;
+
+  // Exposed communication: what the overlap with backward did not hide.
+  phase.restart();
+  for (const std::string& name : model_.tied()) {  // the GPT's token table, first + last stage
+    const kernels::Vector grad = store.grad_vector(store.index(name));
+    grid_.embedding_group()->all_reduce(grad.data(), grad.extent(0), ReduceOp::sum);
+  }
+  sync.finish_reduction();
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, grid_.pp().get()));
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, dp.get()));
+  times.comm += phase.seconds();
+
+  phase.restart();
+  record.loss_sum = sums[0];
+  record.correct = sums[1];
+  record.targets = sums[2];
+  record.samples = sums[3];
+  // The global norm: each rank's masked share, summed over the tp group and the pipeline
+  // stages, and over dp when ZeRO-1 left each dp rank a shard (otherwise the reduced
+  // gradients are equal over dp).
+  const FloatView grads = sync.update_grads();
+  pruner_.mask_gradients(grads);  // pruned weights get no gradient, nor a share of the norm
+  double sum_of_squares = model_.norm_mask().sum_of_squares(grads);
+  TRELLIS_MPI(
+      MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_.tp().get()));
+  TRELLIS_MPI(
+      MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_.pp().get()));
+  if (sync.sharded())
+    TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, dp.get()));
+  const double scaled_norm = std::sqrt(sum_of_squares);
+  record.grad_norm = scaled_norm / static_cast<double>(record.loss_scale);
+  record.grad_wire_bytes = sync.wire_bytes_per_step();
+  record.grad_fp32_bytes = sync.fp32_bytes_per_step();
+  ++completed_;
+  // A NaN or infinity anywhere reaches every rank through the reduced loss and the global
+  // norm, so all ranks decide alike here, before anything is updated.
+  const bool nonfinite = !std::isfinite(record.loss_sum) || !std::isfinite(scaled_norm);
+  // The loss scaler takes an overflow while it can still back off; at its floor, or without
+  // a dynamic scaler, a non-finite step is a divergence for fault.nonfinite.
+  if (scaler.update(nonfinite)) {
+    overflow_skip(record, scaler.scale());
+  } else if (nonfinite) {
+    skip(record);
+  }
+  record.overflow_steps = scaler.state().overflows;
+  if (nonfinite) {
+    // The masks follow the schedule even when its step is skipped (the end step included).
+    if (pruner_.after_step(completed_)) {
+      record.masks_changed = true;
+      model_.parameters_changed(completed_);
+    }
+    times.optimizer += phase.seconds();
+    times.total = whole.seconds();
+    return record;
+  }
+  consecutive_skips_ = 0;
+  // Clipping and unscaling ride in the update pass: the optimizer multiplies each gradient
+  // by clip / S as it reads it (1 when neither applies), the same floats as clipping in place.
+  float multiplier = clip_coefficient(record.grad_norm, config_.optim.clip_norm);
+  if (scaler.enabled()) multiplier *= 1.0f / record.loss_scale;
+  model_.optimizer().step(sync.update_params(), grads, record.lr, multiplier);
+  pruner_.mask_update_params(sync.update_params());
+  times.optimizer += phase.fenced_seconds();
+  phase.restart();
+  sync.finish_update();  // ZeRO-1: all-gather the updated shards
+  times.comm += phase.seconds();
+  phase.restart();
+  record.masks_changed = pruner_.after_step(completed_);
+  model_.parameters_changed(completed_);  // the 16-bit compute copy, with autocast
+  times.optimizer += phase.fenced_seconds();
+  times.total = whole.seconds();
+  return record;
+}
+
+void StepRunner::overflow_skip(StepRecord& record, float new_scale) {
+  ++skipped_;
+  record.skipped = true;
+  const std::int64_t overflows = model_.loss_scaler().state().overflows;
+  if (grid_.rank() == 0)
+    log_.info("step " + std::to_string(record.step) + ": gradients overflowed at loss scale " +
+              format_text("%g", record.loss_scale) + ", step skipped; scale now " +
+              format_text("%g", new_scale) + " (" + std::to_string(overflows) +
+              " overflow steps so far)");
+}
+
+void StepRunner::skip(StepRecord& record) {
+  ++skipped_;
+  ++consecutive_skips_;
+  const std::string message = std::string("non-finite ") +
+                              (std::isfinite(record.loss_sum) ? "gradients" : "loss") +
+                              " at step " + std::to_string(record.step);
+  if (!config_.fault.skip_nonfinite)
+    throw Error(message + " (fault.nonfinite = abort; lower optim.lr or set optim.clip_norm)");
+  if (consecutive_skips_ > config_.fault.max_skips)
+    throw Error(
+        message + ": " + std::to_string(consecutive_skips_) +
+        " steps in a row, more than fault.max_skips = " + std::to_string(config_.fault.max_skips) +
+        " (lower optim.lr or set optim.clip_norm)");
+  if (grid_.rank() == 0)
+    log_.warn(message + ": step skipped, parameters unchanged (" +
+              std::to_string(consecutive_skips_) + " in a row, " + std::to_string(skipped_) +
+              " in total)");
+  record.skipped = true;
+}
+
+}  // namespace trellis

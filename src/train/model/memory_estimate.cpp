@@ -1,0 +1,185 @@
+#include "trellis/train/model/memory_estimate.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/train/config/config_table.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace trellis {
+
+namespace {
+
+// Sizes are long double: a product of absurd values stays a (huge) number instead of
+// wrapping around, and the comparison with the 64-bit limit below catches it.
+using Bytes = long double;
+constexpr Bytes kFloat = 4;
+
+// Optimizer buffers per parameter, as allocated by make_optimizer().
+Bytes optimizer_state_per_param(const TrainConfig& c) {
+  if (c.optim.type == "adam" || c.optim.type == "adamw") return 2;
+  if (c.optim.type == "rmsprop") return c.optim.momentum > 0 ? 2 : 1;
+  return c.optim.momentum > 0 ? 1 : 0;
+}
+
+struct ModelSize {
+  Bytes params = 0;      // float parameters of the whole model
+  Bytes per_sample = 0;  // floats of activations (and their gradients) per sample
+  std::string params_key, sample_key;
+};
+
+ModelSize mlp_size(const TrainConfig& c, const DataShape& data) {
+  ModelSize s;
+  Bytes in = static_cast<Bytes>(data.feature_numel), widest = in;
+  for (int width : c.model.hidden) {
+    s.params += in * width + width;
+    s.per_sample += 4 * static_cast<Bytes>(width);  // pre-activation, activation, mask, grad
+    in = width, widest = std::max<Bytes>(widest, width);
+  }
+  s.params += in * data.classes + data.classes;
+  s.per_sample += 2 * static_cast<Bytes>(data.classes) + 2 * static_cast<Bytes>(data.feature_numel);
+  s.params_key = "model.hidden";
+  s.sample_key = "model.hidden";
+  return s;
+}
+
+ModelSize cnn_size(const TrainConfig& c, const DataShape& data) {
+  ModelSize s;
+  const Bytes channels = data.sample_shape.size() == 3 ? data.sample_shape[0] : 1;
+  Bytes pixels = data.sample_shape.size() == 3
+                     ? static_cast<Bytes>(data.sample_shape[1]) * data.sample_shape[2]
+                     : static_cast<Bytes>(data.feature_numel);
+  Bytes in = channels;
+  for (std::size_t stage = 0; stage < c.model.widths.size(); ++stage) {
+    const Bytes w = c.model.widths[stage];
+    if (stage > 0) pixels = std::max<Bytes>(1, pixels / 4);
+    const Bytes convs = 1 + 2 * static_cast<Bytes>(c.model.blocks);
+    s.params += 9 * in * w + (convs - 1) * 9 * w * w + convs * 4 * w;
+    s.per_sample += convs * 6 * w * pixels;  // conv out, BN out, activation, and gradients
+    in = w;
+  }
+  s.params += in * data.classes + data.classes;
+  s.params_key = "model.widths";
+  s.sample_key = "model.widths";
+  return s;
+}
+
+ModelSize gpt_size(const TrainConfig& c, const DataShape& data) {
+  ModelSize s;
+  const Bytes d = c.model.d_model, layers = c.model.n_layer, heads = c.model.n_head;
+  const Bytes T = c.model.seq_len;
+  const Bytes V = std::max<Bytes>(c.derived.vocab > 0 ? c.derived.vocab : 0, data.classes);
+  const Bytes block = 12 * d * d + 13 * d;
+  s.params = V * d + T * d + layers * block + 2 * d;
+  // Per token: about 26 d floats per block plus 2 per head (the flash attention keeps a
+  // logsumexp and a row dot per (token, head), no [T, T] matrices), and the logits.
+  s.per_sample = T * (layers * (26 * d + 2 * heads) + 2 * V);
+  if (V * d >= layers * block)
+    s.params_key = c.model.vocab > 0 ? "model.vocab" : "model.d_model";
+  else
+    s.params_key = layers > d ? "model.n_layer" : "model.d_model";
+  s.sample_key = 2 * V >= layers * 26 * d && c.model.vocab > 0 ? "model.vocab" : "model.d_model";
+  return s;
+}
+
+std::string gib(Bytes bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.3Lg GiB", bytes / (1024.0L * 1024.0L * 1024.0L));
+  return buf;
+}
+
+std::string key_value(const TrainConfig& c, const std::string& key) {
+  const ConfigEntry* entry = find_config_entry(key);
+  return key + " = " + (entry ? entry->format(c) : std::string("?"));
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const TrainConfig& c, const DataShape& data, int dp, int tp) {
+  ModelSize model;
+  switch (c.model.type) {
+    case ModelType::mlp:
+      model = mlp_size(c, data);
+      break;
+    case ModelType::cnn:
+      model = cnn_size(c, data);
+      break;
+    case ModelType::gpt:
+      model = gpt_size(c, data);
+      break;
+  }
+  const Bytes split = static_cast<Bytes>(std::max(tp, 1)) * std::max(c.parallel.pp, 1);
+  const Bytes state = optimizer_state_per_param(c) / (c.parallel.zero ? std::max(dp, 1) : 1);
+  // Mixed precision adds the weights' compute copy (at most a float each).
+  const Bytes compute_copy = c.precision.mode != Precision::fp32 ? 1 : 0;
+  MemoryEstimate e;
+  e.state_bytes = model.params / split * kFloat * (2 + state + compute_copy);
+  e.state_key = model.params_key;
+
+  const Bytes micro = c.micro_batch() > 0 ? c.micro_batch() : c.local_batch(std::max(dp, 1));
+  const bool eval_sized = c.train.eval_batch > micro && !c.data.test.empty();
+  const Bytes capacity = eval_sized ? static_cast<Bytes>(c.train.eval_batch) : micro;
+  const std::string batch_key = eval_sized                ? "train.eval_batch"
+                                : c.train.micro_batch > 0 ? "train.micro_batch"
+                                                          : "train.global_batch";
+  e.sample_activation_bytes = model.per_sample / split * kFloat;
+  e.activation_bytes = capacity * e.sample_activation_bytes;
+  e.sample_key = model.sample_key;
+  e.batch_key = batch_key;
+  const Bytes row = data.seq_len > 0 ? 2 * static_cast<Bytes>(data.seq_len) * 4
+                                     : static_cast<Bytes>(data.feature_numel) * kFloat + 4;
+  // The host/device batch buffers hold a whole local batch (or an evaluation batch), and the
+  // sampler one index per local sample.
+  const Bytes local = static_cast<Bytes>(c.local_batch(std::max(dp, 1)));
+  const Bytes buffer_rows = std::max(local, eval_sized ? capacity : 0);
+  e.buffer_bytes = buffer_rows * row + local * 8;
+  e.buffer_key = local >= buffer_rows ? "train.global_batch" : "train.eval_batch";
+  return e;
+}
+
+void check_memory_estimate(const TrainConfig& config, const DataShape& data, int dp, int tp,
+                           std::int64_t available_bytes) {
+  const MemoryEstimate e = estimate_memory(config, data, dp, tp);
+  // Activations grow with the model and the batch: the batch is to blame when an ordinary
+  // batch of this model would fit, the model when it would not.
+  constexpr Bytes kOrdinaryBatch = 1000;
+  const std::string& activation_key =
+      e.sample_activation_bytes * kOrdinaryBatch <= static_cast<Bytes>(available_bytes)
+          ? e.batch_key
+          : e.sample_key;
+  const std::string* key = &e.state_key;
+  Bytes largest = e.state_bytes;
+  if (e.activation_bytes > largest) largest = e.activation_bytes, key = &activation_key;
+  if (e.buffer_bytes > largest) largest = e.buffer_bytes, key = &e.buffer_key;
+  const std::string parts = " (parameters, gradients and optimizer state " + gib(e.state_bytes) +
+                            ", activations " + gib(e.activation_bytes) + ", batch buffers " +
+                            gib(e.buffer_bytes) + ")";
+  if (!(e.total() < static_cast<Bytes>(std::numeric_limits<std::int64_t>::max())))
+    throw ConfigError("config key " + key_value(config, *key) +
+                      ": the memory it needs does not fit in a 64-bit byte count" + parts);
+  if (e.total() > static_cast<Bytes>(available_bytes))
+    throw ConfigError("config key " + key_value(config, *key) + ": one rank needs an estimated " +
+                      gib(e.total()) + parts + ", more than the " + gib(available_bytes) +
+                      " available; reduce " + *key);
+}
+
+std::int64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream fields(line.substr(13));
+    long long kib = 0;
+    if (fields >> kib) return static_cast<std::int64_t>(kib) * 1024;
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0) return static_cast<std::int64_t>(pages) * page_size;
+  return std::numeric_limits<std::int64_t>::max();  // unknown: do not refuse
+}
+
+}  // namespace trellis

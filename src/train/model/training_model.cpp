@@ -1,0 +1,161 @@
+#include "trellis/train/model/training_model.hpp"
+
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/format.hpp"
+#include "trellis/core/host_simd.hpp"
+#include "trellis/parallel/grad_norm.hpp"
+#include "trellis/parallel/pipeline_schedule.hpp"
+#include "trellis/parallel/tensor_ownership.hpp"
+#include "trellis/train/model/model_factory.hpp"
+
+#include <algorithm>
+
+namespace trellis {
+
+TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
+                             const ProcessGrid& grid, std::int64_t capacity,
+                             std::int64_t total_steps) {
+  const nn::TensorParallel tp{grid.size(Axis::tp) > 1 ? &grid.communicator(Axis::tp) : nullptr};
+  const MpiComm& dp = grid.dp();
+  grad_exchange_dp_ = dp.size();
+  const int pp = grid.size(Axis::pp), stage = grid.coords().pp;
+  const int micro_batches = static_cast<int>(config.accumulation_steps(dp.size()));
+  // Pipeline: this stage's units, and one copy of its layers per micro-batch in flight.
+  nn::StageRange range;
+  if (pp > 1) {
+    const std::vector<int> bounds =
+        stage_boundaries(config.parallel.stages, model_unit_costs(config.model, shape), pp);
+    range.first_unit = bounds[static_cast<std::size_t>(stage)];
+    range.end_unit = bounds[static_cast<std::size_t>(stage) + 1];
+  }
+  // One stage: the plain micro-batch loop, which is 1F1B's order with one slot.
+  const PipelineSchedule schedule =
+      pp > 1 ? config.parallel.schedule : PipelineSchedule::one_f_one_b;
+  const int slots = in_flight(schedule, pp, stage, micro_batches);
+  // Before the layers are built: they size their 16-bit operand buffers from it.
+  store_.set_autocast(
+      nn::resolve_autocast(config.precision.mode, config.precision.kernels, precision_notice_),
+      config.precision.stochastic_rounding);
+  std::vector<std::unique_ptr<nn::Model>> replicas;
+  const std::size_t first_offset = store_.registration_cursor();
+  replicas.push_back(build_model(config.model, shape, capacity, store_, &dp, tp, range));
+  for (int k = 1; k < slots; ++k) {
+    store_.begin_replica(first_offset);
+    replicas.push_back(build_model(config.model, shape, capacity, store_, &dp, tp, range));
+    store_.end_replica();
+  }
+  model_ = replicas.front().get();
+  tied_ = model_->tied_parameters();
+  store_.pad_to_multiple(GradientSync::padding_multiple(dp.size()));  // even ZeRO-1 shards
+  if (use_shared_exchange(config.parallel, grid)) {
+    shared_window_ = std::make_unique<NodeSharedWindow>(
+        dp, GradientSync::shared_floats(store_.buffer_size(), config.parallel.zero));
+    float* part = shared_window_->part(dp.rank());
+    store_.finalize(config.train.seed, part,
+                    config.parallel.zero ? part + store_.buffer_size() : nullptr);
+  } else {
+    store_.finalize(config.train.seed);
+  }
+
+  GradientSyncOptions sync_options;
+  sync_options.shared = shared_window_.get();
+  sync_options.bucket_bytes = static_cast<std::size_t>(config.parallel.bucket_mb * 1024 * 1024);
+  sync_options.overlap = config.parallel.overlap;
+  sync_options.zero1 = config.parallel.zero;
+  sync_options.wire = config.parallel.grad_dtype;
+  sync_options.powersgd.rank = config.parallel.powersgd_rank;
+  sync_options.powersgd.start_step = config.parallel.powersgd_start_step;
+  sync_options.powersgd.min_compression = config.parallel.powersgd_min_compression;
+  sync_options.powersgd.seed = config.train.seed;
+  sync_ = std::make_unique<GradientSync>(grid.communicator(Axis::dp), store_, sync_options);
+  for (const std::string& name : tied_) {  // summed over the two stages before the dp sync
+    const nn::ParamInfo& info = store_.info(store_.index(name));
+    sync_->hold_back(info.offset + info.numel);
+  }
+  const bool vocab_parallel = model_->local_classes() < model_->classes();
+  engine_ = std::make_unique<PipelineEngine>(std::move(replicas), schedule,
+                                             pp > 1 ? &grid.communicator(Axis::pp) : nullptr,
+                                             vocab_parallel ? tp : nn::TensorParallel{});
+  std::vector<std::string> copies;
+  for (const std::string& name : tied_)
+    if (is_stage_copy(name)) copies.push_back(name);
+  norm_mask_ = NormMask(sync_->gather_shard(trellis::norm_mask(store_, grid.coords(), copies)));
+  optimizer_ = make_optimizer(config.optimizer_spec(), sync_->update_size(),
+                              sync_->gather_shard(store_.decay_mask()));
+  schedule_ = std::make_unique<LrSchedule>(config.schedule_spec(total_steps));
+  loss_scaler_ = std::make_unique<LossScaler>(config.precision.loss_scale_spec());
+}
+
+bool TrainingModel::use_shared_exchange(const ParallelConfig& parallel, const ProcessGrid& grid) {
+  const std::string& mode = parallel.grad_exchange;
+  const MpiComm& dp = grid.dp();
+  // A compressed wire is a communicator matter: shared memory has no wire to compress.
+  const bool compressed = parallel.grad_dtype != Precision::fp32 || parallel.powersgd_rank > 0;
+  if (parallel.grad_dtype != Precision::fp32 && parallel.powersgd_rank > 0)
+    throw ConfigError(
+        "parallel.powersgd_rank sends fp32 factors; it does not combine with "
+        "parallel.grad_dtype = " +
+        std::string(precision_name(parallel.grad_dtype)) + " (choose one)");
+  if (mode == "shared_memory" && compressed)
+    throw ConfigError(
+        std::string("parallel.grad_exchange = shared_memory sums fp32 gradients "
+                    "in place; ") +
+        (parallel.powersgd_rank > 0
+             ? std::string("parallel.powersgd_rank")
+             : "parallel.grad_dtype = " + std::string(precision_name(parallel.grad_dtype))) +
+        " needs communicator (or auto)");
+  if (mode == "communicator" || dp.size() == 1 || compressed) return false;
+  const bool host_mpi = kHostMemory && grid.backend() == CommBackend::mpi;
+  const bool one_node = NodeSharedWindow::on_one_node(dp);  // collective: ask on every path
+  if (mode == "shared_memory" && !(host_mpi && one_node))
+    throw ConfigError(
+        "parallel.grad_exchange = shared_memory needs a host-memory build, "
+        "parallel.backend = mpi and every data-parallel rank on one node; this "
+        "run has " +
+        std::string(kHostMemory ? "host" : "device") + " memory, backend " +
+        (grid.backend() == CommBackend::mpi ? "mpi" : "nccl") + ", dp group " +
+        (one_node ? "on one node" : "spread over nodes") + " (use communicator or auto)");
+  return host_mpi && one_node;
+}
+
+std::string TrainingModel::describe_exchange(const TrainConfig& config) const {
+  if (grad_exchange_dp_ == 1) return "none (dp 1)";
+  std::string text = shared_window_ ? "node shared memory" : "communicator";
+  if (!shared_window_)
+    text += format_text(", buckets of %.3g MiB", config.parallel.bucket_mb) +
+            (config.parallel.overlap ? ", overlapped with backward" : "");
+  if (config.parallel.grad_dtype != Precision::fp32)
+    text += std::string(", ") + precision_name(config.parallel.grad_dtype) + " on the wire";
+  if (config.parallel.powersgd_rank > 0)
+    text += format_text(", PowerSGD rank %d from step %lld", config.parallel.powersgd_rank,
+                        static_cast<long long>(config.parallel.powersgd_start_step));
+  return text + (config.parallel.zero ? ", ZeRO-1" : "");
+}
+
+bool TrainingModel::is_stage_copy(const std::string& name) const {
+  // The first stage owns the tied table; the last stage's is the copy.
+  return !model_->first_stage() && std::find(tied_.begin(), tied_.end(), name) != tied_.end();
+}
+
+std::int64_t TrainingModel::logical_parameter_count(const ProcessGrid& grid) const {
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < store_.size(); ++i) {
+    const nn::ParamInfo& info = store_.info(i);
+    if (owns_piece(info.shard.sharded(), is_stage_copy(info.name), DpCopies::distinct,
+                   grid.coords()))
+      total += static_cast<std::int64_t>(info.numel);
+  }
+  // Each tp rank holds its pieces, each pipeline stage its own layers.
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_INT64_T, MPI_SUM, grid.tp().get()));
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_INT64_T, MPI_SUM, grid.pp().get()));
+  return total;
+}
+
+std::int64_t TrainingModel::optimizer_state_floats() const {
+  std::int64_t total = 0;
+  for (const auto& [name, view] : optimizer_->state())
+    total += static_cast<std::int64_t>(view.extent(0));
+  return total;
+}
+
+}  // namespace trellis
