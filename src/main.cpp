@@ -13,6 +13,7 @@
 #include "trellis/comm/error_policy.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/log.hpp"
+#include "trellis/data/hdf5.hpp"
 #include "trellis/kernels/host_threads.hpp"
 #include "trellis/train/commands/command.hpp"
 #include "trellis/train/faults/stop_requests.hpp"
@@ -92,6 +93,15 @@ int main(int argc, char** argv) {
     code = trellis::run_or_abort(MPI_COMM_WORLD, log, [&] { return run(argc, argv, rank); });
   } catch (...) {
     code = trellis::exit_code_for(std::current_exception(), log);
+  }
+  if (const long open = trellis::hdf5_open_files(); open > 0) {
+    // Every handle is closed by now (RAII); what is left failed to close, and HDF5 would crash
+    // on it inside MPI_Finalize. End the job with its exit code instead.
+    log.error(std::to_string(open) +
+              " HDF5 file(s) could not be closed; ending without "
+              "MPI_Finalize (exit code " +
+              std::to_string(code == 0 ? 1 : code) + ")");
+    MPI_Abort(MPI_COMM_WORLD, code == 0 ? 1 : code);
   }
   MPI_Finalize();
   return code;

@@ -4,6 +4,11 @@ namespace trellis {
 
 void hdf5_quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
+long hdf5_open_files() {
+  const ssize_t count = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
+  return count > 0 ? static_cast<long>(count) : 0;
+}
+
 namespace {
 
 // H5Ewalk2 callback: keeps the first entry walking upward, i.e. the innermost one, which is

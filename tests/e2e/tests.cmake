@@ -4,13 +4,15 @@ trellis_add_e2e_test(NAME prepare_data SCRIPT ${E2E}/prepare_data.sh TIMEOUT 300
 set_tests_properties(e2e.prepare_data PROPERTIES FIXTURES_SETUP fashion_data)
 foreach(name dp_equivalence config_errors fashion_mlp_accuracy parallel_equivalence
              checkpoint_resume fault_handling monitoring mpirun_signals input_pipeline
-             mixed_precision pruning quantization)
+             mixed_precision pruning quantization disk_full)
   trellis_add_e2e_test(NAME ${name} SCRIPT ${E2E}/${name}.sh)
   set_tests_properties(e2e.${name} PROPERTIES FIXTURES_REQUIRED fashion_data)
 endforeach()
 # monitoring exits 77 (skipped) when only its TensorBoard read-back could not run: no
 # tensorboard package, and TRELLIS_REQUIRE_TENSORBOARD is not 1 (CI sets it).
 set_tests_properties(e2e.monitoring PROPERTIES SKIP_RETURN_CODE 77)
+# disk_full mounts a small tmpfs in a private mount namespace: root only, 77 otherwise.
+set_tests_properties(e2e.disk_full PROPERTIES SKIP_RETURN_CODE 77)
 trellis_add_e2e_test(NAME gpt_equivalence SCRIPT ${E2E}/gpt_equivalence.sh)
 trellis_add_e2e_test(NAME cnn_equivalence SCRIPT ${E2E}/cnn_equivalence.sh)
 set_tests_properties(e2e.cnn_equivalence PROPERTIES FIXTURES_REQUIRED fashion_data)

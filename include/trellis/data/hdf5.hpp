@@ -23,6 +23,11 @@ namespace trellis {
 // data layer that talks to HDF5 calls it first.
 void hdf5_quiet();
 
+// HDF5 files still open in this process. main() asks before MPI_Finalize: HDF5 closes what is
+// left from an MPI attribute callback during MPI_Finalize, and a file whose close already
+// failed once crashes it there (SIGSEGV in H5F__close_cb), so main ends such a job otherwise.
+long hdf5_open_files();
+
 // The innermost message on HDF5's current error stack ("" when empty); clears the stack.
 std::string hdf5_error_detail();
 

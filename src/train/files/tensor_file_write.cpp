@@ -6,6 +6,8 @@
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/data/hdf5_attributes.hpp"
 
+#include <unistd.h>
+
 namespace trellis {
 
 namespace {
@@ -56,6 +58,21 @@ void write_tensor(OpenFile& f, const FileTensor& t, const HostFloatView& host) {
                       f.dxpl.get(), count > 0 ? host.data() : &dummy));
 }
 
+// Closes a file whose write failed. Callers write to a temporary path and discard it, so its
+// contents are worthless; but closing flushes HDF5's metadata, and where the failure was a full
+// disk that flush fails too, which leaves HDF5 with a half-closed file that its own shutdown
+// (run by MPI_Finalize) then crashes on. Emptying the file first gives the flush the space it
+// needs. Collective: every rank gets here through the same agreed failure.
+void close_after_failure(OpenFile& f, const std::string& path, MPI_Comm comm) {
+  if (f.file.get() < 0) return;  // never created
+  int rank = 0;
+  TRELLIS_MPI(MPI_Comm_rank(comm, &rank));
+  if (rank == 0) (void)::truncate(path.c_str(), 0);  // best effort: the close reports the rest
+  TRELLIS_MPI(MPI_Barrier(comm));
+  f.datasets.clear();
+  f.file.reset();
+}
+
 void write_checksum(hid_t dataset, std::uint64_t checksum) {
   H5Space space(TRELLIS_H5(H5Screate(H5S_SCALAR)));
   H5Attribute attribute(TRELLIS_H5(
@@ -63,24 +80,10 @@ void write_checksum(hid_t dataset, std::uint64_t checksum) {
   TRELLIS_H5(H5Awrite(attribute.get(), H5T_NATIVE_UINT64, &checksum));
 }
 
-}  // namespace
-
-void write_tensor_file(const std::string& path, const std::vector<TensorPiece>& pieces,
-                       const std::function<void(hid_t file)>& write_root,
-                       const std::vector<std::string>& groups, MPI_Comm comm,
-                       const Hdf5Tuning& tuning, const TensorWriteHook& after_write) {
-  hdf5_quiet();
-  PhaseFailure failure;
-  const std::string prefix = path + ": ";
-
-  // 1. Local checks, then the tensors every rank takes part in.
-  capture(failure, PhaseFailure::kWhole, prefix, false,
-          [&] { tensor_file::check_pieces(pieces, true); });
-  agree(comm, failure);
-  const std::vector<FileTensor> tensors = tensor_file::file_tensors(pieces, comm);
+// Collective: the writers' parts must add up to each tensor exactly.
+void check_coverage(const std::vector<FileTensor>& tensors, const std::string& prefix,
+                    MPI_Comm comm) {
   const std::size_t n = tensors.size();
-
-  // 2. Coverage: the writers' parts must add up to each tensor exactly.
   std::vector<std::uint64_t> written(n, 0);
   for (std::size_t i = 0; i < n; ++i)
     if (tensors[i].writer()) written[i] = tensors[i].local_count();
@@ -94,67 +97,96 @@ void write_tensor_file(const std::string& path, const std::vector<TensorPiece>& 
                   " elements, the tensor has " + std::to_string(numel) +
                   " (exactly one writer per distinct piece)");
   }
+}
 
-  // 3. Create the file, its root attributes and groups (collective).
-  OpenFile file;
-  capture(failure, PhaseFailure::kWhole, prefix, false, [&] {
-    file = create_file(path, comm, tuning);
-    write_root(file.file.get());
-    for (const std::string& group : groups)
-      H5Group(TRELLIS_H5(
-          H5Gcreate2(file.file.get(), group.c_str(), file.lcpl.get(), H5P_DEFAULT, H5P_DEFAULT)));
-    Kokkos::fence();
-  });
+// A writer's parts of t back to back on the host (one part: its own host mirror, no copy on
+// host backends), and their position-keyed checksum added to `checksum`.
+HostFloatView gather_parts(const FileTensor& t, std::uint64_t& checksum) {
+  HostFloatView host;
+  if (t.parts.size() == 1) {
+    host = Kokkos::create_mirror_view_and_copy(HostSpace(), t.parts[0]->local);
+  } else {
+    host = HostFloatView("trellis::tensor_file::parts", t.local_count());
+    std::size_t at = 0;
+    for (const TensorPiece* p : t.parts) {
+      const std::size_t n = p->local.extent(0);
+      Kokkos::deep_copy(Kokkos::subview(host, std::make_pair(at, at + n)), p->local);
+      at += n;
+    }
+  }
+  std::size_t at = 0;
+  for (const TensorPiece* p : t.parts) {
+    const std::size_t n = p->local.extent(0);
+    checksum += checkpoint_checksum(host.data() + at, n, p->shard.index_map(p->logical_shape),
+                                    p->part_begin());
+    at += n;
+  }
+  return host;
+}
+
+}  // namespace
+
+void write_tensor_file(const std::string& path, const std::vector<TensorPiece>& pieces,
+                       const std::function<void(hid_t file)>& write_root,
+                       const std::vector<std::string>& groups, MPI_Comm comm,
+                       const Hdf5Tuning& tuning, const TensorWriteHook& after_write) {
+  hdf5_quiet();
+  PhaseFailure failure;
+  const std::string prefix = path + ": ";
+
+  // 1. Local checks, then the tensors every rank takes part in, then their coverage.
+  capture(failure, PhaseFailure::kWhole, prefix, false,
+          [&] { tensor_file::check_pieces(pieces, true); });
   agree(comm, failure);
+  const std::vector<FileTensor> tensors = tensor_file::file_tensors(pieces, comm);
+  const std::size_t n = tensors.size();
+  check_coverage(tensors, prefix, comm);
 
-  // 4. One tensor at a time: writers copy their part to the host and hash it there, every
-  // rank joins the collective create and write, and all agree before the next tensor, so a
-  // rank whose write failed alone stops every rank at the same place.
-  std::vector<std::uint64_t> checksums(n, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    const FileTensor& t = tensors[i];
-    const std::string where = prefix + "tensor '" + t.name + "': ";
-    HostFloatView host;
-    capture(failure, static_cast<int>(i), where, false, [&] {
-      if (!t.writer()) return;
-      // The parts back to back (one part: its own host mirror, no copy on host backends).
-      if (t.parts.size() == 1) {
-        host = Kokkos::create_mirror_view_and_copy(HostSpace(), t.parts[0]->local);
-      } else {
-        host = HostFloatView("trellis::tensor_file::parts", t.local_count());
-        std::size_t at = 0;
-        for (const TensorPiece* p : t.parts) {
-          const std::size_t n = p->local.extent(0);
-          Kokkos::deep_copy(Kokkos::subview(host, std::make_pair(at, at + n)), p->local);
-          at += n;
-        }
-      }
-      std::size_t at = 0;
-      for (const TensorPiece* p : t.parts) {
-        const std::size_t n = p->local.extent(0);
-        checksums[i] += checkpoint_checksum(host.data() + at, n,
-                                            p->shard.index_map(p->logical_shape), p->part_begin());
-        at += n;
-      }
-    });
-    capture(failure, static_cast<int>(i), where, false, [&] {
-      write_tensor(file, tensors[i], host);
-      if (after_write) after_write(i, tensors[i].name);
+  OpenFile file;
+  try {
+    // 2. Create the file, its root attributes and groups (collective).
+    capture(failure, PhaseFailure::kWhole, prefix, false, [&] {
+      file = create_file(path, comm, tuning);
+      write_root(file.file.get());
+      for (const std::string& group : groups)
+        H5Group(TRELLIS_H5(
+            H5Gcreate2(file.file.get(), group.c_str(), file.lcpl.get(), H5P_DEFAULT, H5P_DEFAULT)));
+      Kokkos::fence();
     });
     agree(comm, failure);
-  }
 
-  // 5. Checksums, then MPI_File_sync on every rank (the MPI-IO driver syncs on flush, not on
-  // close) and the collective close.
-  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, checksums.data(), static_cast<int>(n), MPI_UINT64_T,
-                            MPI_SUM, comm));
-  capture(failure, PhaseFailure::kWhole, prefix, false, [&] {
-    for (std::size_t i = 0; i < n; ++i) write_checksum(file.datasets[i].get(), checksums[i]);
-    TRELLIS_H5(H5Fflush(file.file.get(), H5F_SCOPE_GLOBAL));
-    file.datasets.clear();
-    file.file.reset();
-  });
-  agree(comm, failure);
+    // 3. One tensor at a time: writers copy their part to the host and hash it there, every
+    // rank joins the collective create and write, and all agree before the next tensor, so a
+    // rank whose write failed alone stops every rank at the same place.
+    std::vector<std::uint64_t> checksums(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string where = prefix + "tensor '" + tensors[i].name + "': ";
+      HostFloatView host;
+      capture(failure, static_cast<int>(i), where, false, [&] {
+        if (tensors[i].writer()) host = gather_parts(tensors[i], checksums[i]);
+      });
+      capture(failure, static_cast<int>(i), where, false, [&] {
+        write_tensor(file, tensors[i], host);
+        if (after_write) after_write(i, tensors[i].name);
+      });
+      agree(comm, failure);
+    }
+
+    // 4. Checksums, then MPI_File_sync on every rank (the MPI-IO driver syncs on flush, not on
+    // close) and the collective close.
+    TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, checksums.data(), static_cast<int>(n), MPI_UINT64_T,
+                              MPI_SUM, comm));
+    capture(failure, PhaseFailure::kWhole, prefix, false, [&] {
+      for (std::size_t i = 0; i < n; ++i) write_checksum(file.datasets[i].get(), checksums[i]);
+      TRELLIS_H5(H5Fflush(file.file.get(), H5F_SCOPE_GLOBAL));
+      file.datasets.clear();
+      file.file.reset();
+    });
+    agree(comm, failure);
+  } catch (...) {
+    close_after_failure(file, path, comm);
+    throw;
+  }
 }
 
 }  // namespace trellis
