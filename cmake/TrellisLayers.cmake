@@ -1,5 +1,5 @@
 # The library as one static target per architecture layer, bottom to top. The train layer is
-# itself split into layers by concern (train/config ... train/commands), under the same rule:
+# itself split into layers by concern (train/model ... train/commands), under the same rule:
 # a folder includes only the folders listed before it. Each layer globs its
 # own src/<layer>/*.cpp (a new file is picked up at the next build: CONFIGURE_DEPENDS), links
 # only the layer below it (and so, transitively, every lower one), and compiles against an
@@ -7,7 +7,7 @@
 # the lower layers' header folders only, so an upward #include is a "No such file" error at
 # compile time, not a review comment. trellis_lib aggregates all layers for main() and tests.
 set(TRELLIS_LAYERS core kernels comm data nn parallel optim
-    train/config train/files train/input train/faults train/model train/monitoring train/loop
+    train/model train/config train/files train/input train/faults train/monitoring train/loop
     train/commands)
 set(TRELLIS_LAYER_INCLUDE_ROOT ${CMAKE_BINARY_DIR}/include-layers)
 
@@ -40,9 +40,12 @@ foreach(layer IN LISTS TRELLIS_LAYERS)
   # The include root: <root>/<layer>/trellis/{this layer, every lower layer} -> source headers.
   string(REPLACE "/" "_" target ${layer})  # train/loop -> trellis_train_loop
   set(root ${TRELLIS_LAYER_INCLUDE_ROOT}/${target})
+  # Made anew at each configure: a link left from an earlier layer order would let an upward
+  # include through. (REMOVE_RECURSE removes the links, not what they point to.)
+  file(REMOVE_RECURSE ${root})
   foreach(visible IN LISTS below ITEMS ${layer})
     get_filename_component(parent ${root}/trellis/${visible} DIRECTORY)
-    file(MAKE_DIRECTORY ${parent})  # links are overwritten in place at each configure
+    file(MAKE_DIRECTORY ${parent})
     file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/trellis/${visible} ${root}/trellis/${visible}
          SYMBOLIC)
   endforeach()

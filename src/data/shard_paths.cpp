@@ -1,5 +1,6 @@
 #include "trellis/data/shard_paths.hpp"
 
+#include "trellis/comm/agreement.hpp"
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/error.hpp"
 
@@ -112,24 +113,22 @@ std::vector<std::string> expand_data_spec(const std::string& spec) {
 std::vector<std::string> resolve_data_files(const std::vector<std::string>& specs, MPI_Comm comm) {
   int rank = 0;
   TRELLIS_MPI(MPI_Comm_rank(comm, &rank));
-  // Rank 0 packs "P" + NUL-separated paths, or "E" + the error message.
+  // Rank 0 resolves the paths (one glob, one directory listing), every rank learns whether
+  // that failed (agree: the same InputError everywhere), then the NUL-separated list.
   std::string packed;
-  if (rank == 0) {
-    try {
-      packed = "P";
+  PhaseFailure failure;
+  if (rank == 0)
+    capture(failure, PhaseFailure::kWhole, "", true, [&] {
       for (const std::string& file : resolve_locally(specs)) packed += file + '\0';
-    } catch (const std::exception& e) {  // any failure must reach the other ranks too
-      packed = std::string("E") + e.what();
-    }
-  }
+    });
+  agree(comm, failure);
   long long length = static_cast<long long>(packed.size());
   TRELLIS_MPI(MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, comm));
   packed.resize(static_cast<std::size_t>(length));
   TRELLIS_MPI(MPI_Bcast(packed.data(), static_cast<int>(length), MPI_CHAR, 0, comm));
 
-  if (packed[0] == 'E') throw InputError(packed.substr(1));
   std::vector<std::string> files;
-  for (std::size_t begin = 1; begin < packed.size();) {
+  for (std::size_t begin = 0; begin < packed.size();) {
     const std::size_t end = packed.find('\0', begin);
     files.push_back(packed.substr(begin, end - begin));
     begin = end + 1;

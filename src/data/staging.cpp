@@ -1,5 +1,6 @@
 #include "trellis/data/staging.hpp"
 
+#include "trellis/comm/agreement.hpp"
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/error.hpp"
@@ -30,34 +31,31 @@ std::string stage_to_node_local(const std::string& spec, const std::string& dir,
   MPI_Comm node_comm = MPI_COMM_NULL;
   TRELLIS_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm));
   const MpiComm node = MpiComm::adopt(node_comm);
-  std::string problem;
-  // [failed, nodes, copied, reused], summed over the world below
-  int counts[4] = {0, node.rank() == 0 ? 1 : 0, 0, 0};
-  if (node.rank() == 0) {
-    try {
-      fs::create_directories(target);
-      for (const std::string& file : files) {
-        const std::string to = (fs::path(target) / fs::path(file).filename()).string();
-        if (staged_copy_is_current(file, to)) {
-          ++counts[3];
-        } else {
-          copy_and_record(file, to);
-          ++counts[2];
-        }
-      }
-    } catch (const std::exception& e) {
-      problem =
-          "data.stage = " + dir + ": cannot stage " + spec + " into " + target + ": " + e.what();
-    }
-  }
+  // [nodes, copied, reused], summed over the world below
+  int counts[3] = {node.rank() == 0 ? 1 : 0, 0, 0};
+  PhaseFailure failure;
+  if (node.rank() == 0)
+    capture(failure, PhaseFailure::kWhole,
+            "data.stage = " + dir + ": cannot stage " + spec + " into " + target + ": ", true, [&] {
+              try {
+                fs::create_directories(target);
+                for (const std::string& file : files) {
+                  const std::string to = (fs::path(target) / fs::path(file).filename()).string();
+                  if (staged_copy_is_current(file, to)) {
+                    ++counts[2];
+                  } else {
+                    copy_and_record(file, to);
+                    ++counts[1];
+                  }
+                }
+              } catch (const std::exception& e) {  // a file system error is bad input too
+                throw InputError(e.what());
+              }
+            });
   // Everyone waits for the copies, and stops together if one node failed.
-  counts[0] = problem.empty() ? 0 : 1;
-  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, counts, 4, MPI_INT, MPI_SUM, world));
-  if (counts[0] > 0) {
-    if (!problem.empty()) throw InputError(problem);
-    throw InputError("data.stage = " + dir + ": staging " + spec + " failed on another node");
-  }
-  if (report != nullptr) *report = StagingReport{counts[1], counts[2], counts[3]};
+  agree(world, failure);
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_INT, MPI_SUM, world));
+  if (report != nullptr) *report = StagingReport{counts[0], counts[1], counts[2]};
   return (fs::path(target) / fs::path(spec).filename()).string();
 }
 

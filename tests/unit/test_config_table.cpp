@@ -5,8 +5,8 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/train/config/config_table.hpp"
+#include "trellis/train/config/memory_estimate.hpp"
 #include "trellis/train/config/train_config.hpp"
-#include "trellis/train/model/memory_estimate.hpp"
 
 #include <functional>
 #include <set>

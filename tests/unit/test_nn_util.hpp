@@ -4,6 +4,7 @@
 
 #include "catch.hpp"
 
+#include "trellis/core/host_copy.hpp"
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/core/rng.hpp"
 #include "trellis/kernels/views.hpp"
@@ -44,14 +45,7 @@ inline IntView labels_to_device(const std::vector<std::int32_t>& host) {
 // Copies any contiguous float view (1-D or row-major 2-D) to a host vector.
 template <class View>
 std::vector<float> to_host(const View& v) {
-  std::vector<float> host(v.size());
-  Kokkos::View<float*, HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> h(host.data(),
-                                                                             host.size());
-  Kokkos::View<const float*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> flat(v.data(),
-                                                                                     v.size());
-  Kokkos::fence();
-  Kokkos::deep_copy(h, flat);
-  return host;
+  return trellis::to_host_vector(v);
 }
 
 inline float get(const FloatView& v, std::size_t i) {

@@ -4,6 +4,7 @@
 #include "catch.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/host_copy.hpp"
 #include "trellis/core/kokkos_types.hpp"
 
 #include <string>
@@ -22,9 +23,7 @@ inline trellis::FloatView to_device(const std::vector<float>& values,
 
 template <class View>
 std::vector<float> to_host(const View& view) {
-  auto host = Kokkos::create_mirror_view(view);
-  Kokkos::deep_copy(host, view);
-  return std::vector<float>(host.data(), host.data() + host.extent(0));
+  return trellis::to_host_vector(view);
 }
 
 // The message of the ConfigError f() throws, or "" when it throws none. Portable across

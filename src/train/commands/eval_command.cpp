@@ -7,12 +7,9 @@
 #include "trellis/core/format.hpp"
 #include "trellis/nn/quantization.hpp"
 #include "trellis/train/commands/command.hpp"
-#include "trellis/train/config/raw_config.hpp"
-#include "trellis/train/files/int8_weights.hpp"
-#include "trellis/train/files/weights_file.hpp"
+#include "trellis/train/commands/saved_model.hpp"
 #include "trellis/train/input/data_factory.hpp"
 #include "trellis/train/loop/evaluate.hpp"
-#include "trellis/train/model/model_factory.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -27,23 +24,20 @@ void evaluate_weights(MPI_Comm world, const std::string& weights_path, const std
   TrainConfig config;
   std::unique_ptr<EvalSource> data;
   run_agreed(comm.get(), log, [&] {
-    config = TrainConfig::from(RawConfig::parse_text(read_weights_config(weights_path),
-                                                     "the config stored in " + weights_path, {}));
+    config = saved_config(weights_path);
     config.train.eval_max_samples = 0;  // the run's cap on periodic evaluations; eval reads all
     config.data.cache_in_memory = cache_in_memory;
   });
   run_agreed(comm.get(), log, [&] { data = open_eval_source(config, data_spec, comm, batch); });
-  nn::ParameterStore store;
+  SavedModel saved;
   std::unique_ptr<PipelineEngine> engine;
   std::string precision = "fp32";
   run_agreed(comm.get(), log, [&] {
-    std::vector<std::unique_ptr<nn::Model>> one;
-    one.push_back(build_model(config.model, data->shape(), batch, store, nullptr));
-    store.finalize(config.train.seed);
     // An int8 model (trellis quantize): its Linears run the int8 kernels.
-    const std::vector<nn::Int8Layer> int8 = read_int8_layers(weights_path);
-    load_weights(weights_path, store, one.front()->buffers(), int8_weight_names(int8));
-    nn::attach_int8(*one.front(), store, int8);
+    open_saved_model(saved, weights_path, config, data->shape(), batch);
+    const std::vector<nn::Int8Layer>& int8 = saved.int8;
+    std::vector<std::unique_ptr<nn::Model>> one;
+    one.push_back(std::move(saved.model));
     if (!int8.empty()) {
       const bool onednn = kernels::int8_onednn_available();
       precision =

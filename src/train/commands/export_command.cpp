@@ -5,10 +5,12 @@
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/format.hpp"
-#include "trellis/train/config/raw_config.hpp"
+#include "trellis/core/host_copy.hpp"
+#include "trellis/train/commands/saved_model.hpp"
 #include "trellis/train/config/train_config.hpp"
+#include "trellis/train/files/int8_weights.hpp"
 #include "trellis/train/files/weights_file.hpp"
-#include "trellis/train/model/model_factory.hpp"
+#include "trellis/train/model/model_registry.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -20,65 +22,32 @@ namespace trellis {
 
 namespace {
 
-std::int64_t numel(const Shape& shape) {
-  return std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
-}
-
-std::vector<float> host_copy(const FloatView& x) {
-  const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), x);
-  return std::vector<float>(host.data(), host.data() + host.extent(0));
-}
-
-void copy_to(const std::vector<float>& values, const FloatView& target) {
-  const auto host = Kokkos::create_mirror_view(HostSpace(), target);
-  for (std::size_t i = 0; i < values.size(); ++i) host(i) = values[i];
-  Kokkos::deep_copy(target, host);
-}
-
-// A data shape that builds the model with the parameters the file holds: parameter shapes
-// depend only on the sample's channels or features and the classes (the CNN pools globally,
-// so any image size gives the same parameters; the configured one is not stored).
+// The data shape the file's parameters were built for, by the model's registration; a model
+// without structurally prunable units has nothing to export.
 DataShape shape_from_weights(const TrainConfig& config, const std::string& path) {
-  DataShape shape;
-  shape.classes = static_cast<int>(read_weights_shape(path, "params/head.weight").at(0));
-  if (config.model.type == ModelType::mlp) {
-    const std::string first = config.model.hidden.empty() ? "head.weight" : "fc1.weight";
-    shape.feature_numel = read_weights_shape(path, "params/" + first).at(1);
-    shape.sample_shape = {shape.feature_numel};
-  } else if (config.model.type == ModelType::cnn) {
-    const std::int64_t channels = read_weights_shape(path, "params/stem.conv.weight").at(1);
-    shape.sample_shape = {channels, 8, 8};
-    shape.feature_numel = numel(shape.sample_shape);
-  } else {
-    throw ConfigError(path +
-                      ": export --prune removes MLP neurons and CNN channels; model.type = " +
-                      model_type_name(config.model.type) + " has none");
-  }
-  return shape;
-}
-
-struct LoadedModel {
-  nn::ParameterStore store;
-  std::unique_ptr<nn::Model> model;
-};
-
-void build(LoadedModel& m, const TrainConfig& config, const DataShape& shape) {
-  m.model = build_model(config.model, shape, 1, m.store, nullptr);
-  m.store.finalize(config.train.seed);
+  const ModelRegistration& model = model_registration(config.model.type);
+  if (!model.set_pruned_widths || !model.data_shape_from_weights)
+    throw ConfigError(
+        path + ": export --prune removes MLP neurons and CNN channels; model.type = " + model.name +
+        " has none");
+  return model.data_shape_from_weights(config.model, [&](const std::string& name) {
+    return read_weights_shape(path, "params/" + name);
+  });
 }
 
 // Units of one group that are not entirely zero (weight row and followers); at least one
 // stays, so a layer never ends up empty.
-std::vector<std::int64_t> surviving_units(const LoadedModel& m, const nn::PrunableUnits& units) {
+std::vector<std::int64_t> surviving_units(const SavedModel& m, const nn::PrunableUnits& units) {
   const nn::ParamInfo& info = m.store.info(m.store.index(units.weight));
-  const std::int64_t rows = info.logical_shape.at(0), row_size = numel(info.logical_shape) / rows;
-  const std::vector<float> weight = host_copy(m.store.param(m.store.index(units.weight)));
+  const std::int64_t rows = info.logical_shape.at(0),
+                     row_size = shape_numel(info.logical_shape) / rows;
+  const std::vector<float> weight = to_host_vector(m.store.param(m.store.index(units.weight)));
   std::vector<bool> alive(static_cast<std::size_t>(rows), false);
   for (std::int64_t e = 0; e < rows * row_size; ++e)
     if (weight[static_cast<std::size_t>(e)] != 0.0f)
       alive[static_cast<std::size_t>(e / row_size)] = true;
   for (const std::string& name : units.followers) {
-    const std::vector<float> follower = host_copy(m.store.param(m.store.index(name)));
+    const std::vector<float> follower = to_host_vector(m.store.param(m.store.index(name)));
     for (std::size_t u = 0; u < follower.size(); ++u)
       if (follower[u] != 0.0f) alive[u] = true;
   }
@@ -90,12 +59,12 @@ std::vector<std::int64_t> surviving_units(const LoadedModel& m, const nn::Prunab
 }
 
 void export_pruned(const ExportOptions& options, const Logger& log) {
-  TrainConfig config = TrainConfig::from(RawConfig::parse_text(
-      read_weights_config(options.weights), "the config stored in " + options.weights, {}));
+  if (is_int8_weights(options.weights))
+    throw ConfigError(options.weights + " is an int8 model; export --prune takes fp32 weights");
+  TrainConfig config = saved_config(options.weights);
   const DataShape shape = shape_from_weights(config, options.weights);
-  LoadedModel dense;
-  build(dense, config, shape);
-  load_weights(options.weights, dense.store, dense.model->buffers());
+  SavedModel dense;
+  open_saved_model(dense, options.weights, config, shape, 1);
 
   // Which indices of which dim each tensor keeps.
   std::map<std::string, std::pair<int, std::vector<std::int64_t>>> rows, columns;
@@ -114,14 +83,11 @@ void export_pruned(const ExportOptions& options, const Logger& log) {
   }
   if (widths.empty())
     throw ConfigError(options.weights + ": the model has no prunable units to remove");
-  if (config.model.type == ModelType::mlp)
-    config.model.hidden = widths;
-  else
-    config.model.block_widths = widths;
+  model_registration(config.model.type).set_pruned_widths(config.model, widths);
   config.prune.method = "none";  // the exported model is the result, not a run to prune
 
-  LoadedModel small;
-  build(small, config, shape);
+  SavedModel small;
+  build_saved_model(small, config, shape, 1);
   auto selected = [&](const std::string& name, std::vector<float> values, Shape logical) {
     for (const auto* which : {&rows, &columns}) {
       const auto it = which->find(name);
@@ -136,9 +102,9 @@ void export_pruned(const ExportOptions& options, const Logger& log) {
   for (std::size_t i = 0; i < small.store.size(); ++i) {
     const nn::ParamInfo& info = small.store.info(i);
     const std::size_t source = dense.store.index(info.name);
-    copy_to(selected(info.name, host_copy(dense.store.param(source)),
-                     dense.store.info(source).logical_shape),
-            small.store.param(i));
+    copy_from_host(selected(info.name, to_host_vector(dense.store.param(source)),
+                            dense.store.info(source).logical_shape),
+                   small.store.param(i));
     TensorPiece piece;
     piece.name = "params/" + info.name;
     piece.logical_shape = info.logical_shape;
@@ -151,9 +117,9 @@ void export_pruned(const ExportOptions& options, const Logger& log) {
     for (const nn::NamedBuffer& from : dense_buffers) {
       if (from.name != buffer.name) continue;
       const FloatView values(from.data.data(), from.data.extent(0));
-      copy_to(
-          selected(from.name, host_copy(values), {static_cast<std::int64_t>(from.data.extent(0))}),
-          FloatView(buffer.data.data(), buffer.data.extent(0)));
+      copy_from_host(selected(from.name, to_host_vector(values),
+                              {static_cast<std::int64_t>(from.data.extent(0))}),
+                     FloatView(buffer.data.data(), buffer.data.extent(0)));
     }
     TensorPiece piece;
     piece.name = "buffers/" + buffer.name;
@@ -165,7 +131,8 @@ void export_pruned(const ExportOptions& options, const Logger& log) {
   write_weights_file(options.out, pieces, config.to_ini(), MPI_COMM_SELF);
   const auto count = [](const nn::ParameterStore& store) {
     std::int64_t total = 0;
-    for (std::size_t i = 0; i < store.size(); ++i) total += numel(store.info(i).logical_shape);
+    for (std::size_t i = 0; i < store.size(); ++i)
+      total += shape_numel(store.info(i).logical_shape);
     return total;
   };
   log.info(format_text(

@@ -9,9 +9,9 @@
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/rng.hpp"
-#include "trellis/train/files/weights_file.hpp"
+#include "trellis/train/commands/saved_model.hpp"
 #include "trellis/train/input/batch_buffers.hpp"
-#include "trellis/train/model/model_factory.hpp"
+#include "trellis/train/model/model_registry.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -58,11 +58,10 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
   if (rank != 0) return;  // sampling one sequence is serial work; other ranks just exit
   const MpiComm self = MpiComm::borrow(MPI_COMM_SELF);
 
-  TrainConfig config = TrainConfig::from(RawConfig::parse_text(
-      read_weights_config(options.weights), "the config stored in " + options.weights, {}));
-  if (config.model.type != ModelType::gpt)
+  const TrainConfig config = saved_config(options.weights);
+  if (model_registration(config.model.type).data != DataKind::tokens)
     throw ConfigError(options.weights + ": model.type = " + model_type_name(config.model.type) +
-                      "; generate needs a gpt model");
+                      "; generate needs a language model (one trained on token data)");
   if (config.model.vocab <= 0)
     throw InputError(options.weights +
                      ": the stored config has no model.vocab (written by an older trellis?)");
@@ -70,14 +69,11 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
   DataShape shape;
   shape.classes = vocab;
   shape.seq_len = seq_len;
-  nn::ParameterStore store;
-  auto model = build_model(config.model, shape, 1, store, nullptr);
-  store.finalize(config.train.seed);
   // An int8 model (trellis quantize): its Linears run int8; LayerNorm, softmax, the
   // embeddings, the tied head and the residual stream stay fp32.
-  const std::vector<nn::Int8Layer> int8 = read_int8_layers(options.weights);
-  load_weights(options.weights, store, model->buffers(), int8_weight_names(int8));
-  nn::attach_int8(*model, store, int8);
+  SavedModel saved;
+  open_saved_model(saved, options.weights, config, shape, 1);
+  nn::Model* model = saved.model.get();
 
   std::vector<int> context;
   for (unsigned char c : options.prompt) context.push_back(c);

@@ -9,13 +9,12 @@
 #include "trellis/nn/batchnorm.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/quantization.hpp"
-#include "trellis/train/config/raw_config.hpp"
+#include "trellis/train/commands/saved_model.hpp"
 #include "trellis/train/config/train_config.hpp"
 #include "trellis/train/files/int8_weights.hpp"
 #include "trellis/train/files/weights_file.hpp"
 #include "trellis/train/input/batch_buffers.hpp"
 #include "trellis/train/input/data_factory.hpp"
-#include "trellis/train/model/model_factory.hpp"
 
 #include <sys/stat.h>
 #include <algorithm>
@@ -66,20 +65,18 @@ void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logg
       throw ConfigError("quantize --batches and --batch must be >= 1");
     if (is_int8_weights(options.weights))
       throw ConfigError(options.weights + " is already an int8 model; quantize its fp32 weights");
-    config = TrainConfig::from(RawConfig::parse_text(
-        read_weights_config(options.weights), "the config stored in " + options.weights, {}));
+    config = saved_config(options.weights);
     // The first batches x batch samples of DATA, split over the ranks: the same samples,
     // hence the same scales, for any rank count.
     config.train.eval_max_samples = options.batches * options.batch;
     data = open_eval_source(config, options.calib, comm, options.batch);
   });
-  nn::ParameterStore store;
-  std::unique_ptr<nn::Model> model;
+  SavedModel saved;
   std::vector<nn::Layer*> targets;
+  nn::Model* model = nullptr;
   run_agreed(comm.get(), log, [&] {
-    model = build_model(config.model, data->shape(), options.batch, store, nullptr);
-    store.finalize(config.train.seed);
-    load_weights(options.weights, store, model->buffers());
+    open_saved_model(saved, options.weights, config, data->shape(), options.batch);
+    model = saved.model.get();
     targets = nn::quantizable_layers(*model);
     if (targets.empty())
       throw ConfigError(options.weights + ": the model has no Linear or Conv2d layers to quantize");
@@ -119,7 +116,7 @@ void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logg
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const kernels::ActivationQuant input = observers[i].choose(method, options.percentile);
     const auto fold = folds.find(targets[i]->name());
-    quantized.push_back(nn::quantize_layer(*targets[i], store, input,
+    quantized.push_back(nn::quantize_layer(*targets[i], saved.store, input,
                                            fold == folds.end() ? nullptr : fold->second));
     log.info(format_text(
         "quantize: %-28s %-16s input %s range [%.4g, %.4g], scale %.4g (clips at %.4g)%s",
@@ -136,7 +133,7 @@ void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logg
       format_text(" on %lld samples of ", calibrated) + options.calib;
   run_agreed(comm.get(), log, [&] {
     if (rank == 0)
-      write_int8_weights(options.out, store, model->buffers(), quantized, config.to_ini(),
+      write_int8_weights(options.out, saved.store, model->buffers(), quantized, config.to_ini(),
                          calibration);
   });
   log.info(format_text("quantize: %s -> %s: %zu layers int8 (%s); %lld -> %lld bytes",

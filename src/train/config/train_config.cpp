@@ -2,9 +2,9 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/core/format.hpp"
-#include "trellis/nn/gpt.hpp"
 #include "trellis/train/config/config_fields.hpp"
 #include "trellis/train/config/config_table.hpp"
+#include "trellis/train/model/model_registry.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -18,15 +18,8 @@ namespace {
 
 // Rules that involve more than one key; each names every key it involves.
 void check_combinations(const TrainConfig& c) {
-  if (c.model.type == ModelType::gpt) {
-    // The gpt's own shape rules (d_model a multiple of n_head, ...), before any data is read;
-    // the vocabulary and the capacity are not known yet.
-    nn::GptSpec shape;
-    shape.n_layer = c.model.n_layer, shape.n_head = c.model.n_head;
-    shape.d_model = c.model.d_model, shape.seq_len = c.model.seq_len;
-    shape.vocab = 1, shape.capacity = 1, shape.dropout = c.model.dropout;
-    nn::validate(shape);
-  }
+  const ModelRegistration& model = model_registration(c.model.type);
+  model.validate(c.model);  // the model's own shape rules, before any data is read
   if (c.optim.nesterov && (c.optim.type != "sgd" || c.optim.momentum <= 0))
     fail("config key optim.nesterov = true needs optim.type = sgd and optim.momentum > 0");
   if (c.monitor.max_cost > 0 && c.monitor.price_per_device_hour <= 0)
@@ -42,9 +35,8 @@ void check_combinations(const TrainConfig& c) {
     fail("config keys prune.method = structured and prune.scope = " + c.prune.scope +
          ": structured pruning ranks each layer's units by their own norms; use "
          "prune.scope = layer");
-  if (c.prune.method == "structured" && c.model.type == ModelType::gpt)
-    fail("config keys prune.method = structured and model.type = " +
-         std::string(model_type_name(c.model.type)) +
+  if (c.prune.method == "structured" && !model.set_pruned_widths)
+    fail("config keys prune.method = structured and model.type = " + std::string(model.name) +
          ": structured pruning removes MLP neurons and CNN block channels; use "
          "prune.method = magnitude for this model");
   if (c.prune.end_step != 0 && c.prune.end_step < c.prune.start_step)
@@ -181,18 +173,6 @@ LossScaleSpec PrecisionConfig::loss_scale_spec() const {
   // A static scale never backs off, so its floor is itself.
   spec.min_scale = spec.dynamic ? static_cast<float>(min_scale) : spec.initial_scale;
   return spec;
-}
-
-const std::vector<std::pair<const char*, ModelType>>& model_type_names() {
-  static const std::vector<std::pair<const char*, ModelType>> names = {
-      {"mlp", ModelType::mlp}, {"cnn", ModelType::cnn}, {"gpt", ModelType::gpt}};
-  return names;
-}
-
-const char* model_type_name(ModelType type) {
-  for (const auto& [name, value] : model_type_names())
-    if (value == type) return name;
-  throw Error("internal: unnamed ModelType " + std::to_string(static_cast<int>(type)));
 }
 
 }  // namespace trellis

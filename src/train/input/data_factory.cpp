@@ -4,11 +4,14 @@
 #include "trellis/train/input/prefetch_source.hpp"
 #include "trellis/train/input/sample_source.hpp"
 #include "trellis/train/input/token_source.hpp"
+#include "trellis/train/model/model_registry.hpp"
 
 namespace trellis {
 
 namespace {
-bool uses_tokens(const TrainConfig& config) { return config.model.type == ModelType::gpt; }
+bool uses_tokens(const TrainConfig& config) {
+  return model_registration(config.model.type).data == DataKind::tokens;
+}
 }  // namespace
 
 std::unique_ptr<TrainSource> open_train_source(const TrainConfig& config, const MpiComm& dp) {

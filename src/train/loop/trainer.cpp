@@ -6,9 +6,10 @@
 #include "trellis/comm/error_policy.hpp"
 #include "trellis/data/staging.hpp"
 #include "trellis/parallel/pipeline_schedule.hpp"
+#include "trellis/train/config/memory_estimate.hpp"
 #include "trellis/train/faults/peer_heartbeats.hpp"
 #include "trellis/train/input/data_factory.hpp"
-#include "trellis/train/model/memory_estimate.hpp"
+#include "trellis/train/model/model_registry.hpp"
 #include "trellis/train/monitoring/console_sink.hpp"
 #include "trellis/train/monitoring/jsonl_sink.hpp"
 #include "trellis/train/monitoring/progress.hpp"
@@ -139,7 +140,8 @@ void Trainer::open_data() {
   const DataShape shape = train_data_->shape();
   run_agreed(all, log_, [&] {
     // Resolved from the data; config.ini and model.h5 record it.
-    if (config_.model.type == ModelType::gpt) config_.resolve_vocab(shape.classes);
+    if (model_registration(config_.model.type).data == DataKind::tokens)
+      config_.resolve_vocab(shape.classes);
     check_memory_estimate(config_, shape, grid_->size(Axis::dp), grid_->size(Axis::tp),
                           available_memory_bytes());
   });

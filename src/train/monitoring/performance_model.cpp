@@ -1,7 +1,7 @@
 #include "trellis/train/monitoring/performance_model.hpp"
 
 #include "trellis/comm/mpi_check.hpp"
-#include "trellis/train/model/model_factory.hpp"
+#include "trellis/train/model/model_registry.hpp"
 
 #ifdef TRELLIS_ENABLE_CUDA
 #include <cuda_runtime.h>
@@ -36,13 +36,8 @@ PerformanceModel::PerformanceModel(const TrainConfig& config, const DataShape& s
     : devices_(devices),
       price_(config.monitor.price_per_device_hour),
       spot_price_(config.monitor.spot_price_per_device_hour) {
-  if (config.model.type == ModelType::mlp) {
-    // A pipeline stage holds only some layers: the whole model's cost comes from its spec.
-    const std::vector<double> macs = model_unit_costs(config.model, shape);
-    flops_per_sample_ = 6.0 * std::accumulate(macs.begin(), macs.end(), 0.0);
-  } else {
-    flops_per_sample_ = static_cast<double>(model.flops_per_sample());
-  }
+  flops_per_sample_ =
+      model_registration(config.model.type).flops_per_sample(config.model, shape, model);
   if (config.monitor.peak_tflops > 0) {
     peak_tflops_ = config.monitor.peak_tflops;
     peak_source_ = "monitor.peak_tflops";

@@ -17,35 +17,13 @@
 #include "trellis/parallel/pipeline_schedule.hpp"
 
 #include "trellis/train/config/raw_config.hpp"
+#include "trellis/train/model/model_config.hpp"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace trellis {
-
-enum class ModelType { mlp, cnn, gpt };
-
-// The one name <-> enum mapping of model.type.
-const char* model_type_name(ModelType type);
-const std::vector<std::pair<const char*, ModelType>>& model_type_names();
-
-struct ModelConfig {
-  ModelType type = ModelType::mlp;
-  std::vector<int> hidden;        // mlp: widths of the hidden layers
-  std::string activation;         // mlp: "relu" | "gelu"
-  float dropout = 0;              // mlp, gpt
-  std::string init;               // mlp: "kaiming" | "xavier"
-  std::vector<int> widths;        // cnn: channels per stage
-  int blocks = 0;                 // cnn: residual blocks per stage
-  std::vector<int> block_widths;  // cnn: inner width of every block (empty: stage widths)
-  bool sync_bn = false;           // cnn
-  // cnn, key kernels.conv (not model.*: the implementation is no property of the model, and a
-  // checkpoint resumes under another one): auto | onednn | cudnn | im2col
-  std::string conv_impl;
-  int n_layer = 0, n_head = 0, d_model = 0, seq_len = 0;  // gpt
-  int vocab = 0;  // gpt, as given: 0 = the data's (DerivedConfig::vocab holds the resolved one)
-};
 
 struct TrainLoopConfig {
   std::int64_t global_batch = 0;

@@ -4,19 +4,13 @@
 #pragma once
 
 #include "trellis/core/shape.hpp"
+#include "trellis/data/data_shape.hpp"
 #include "trellis/train/input/batch_buffers.hpp"
 
 #include <cstdint>
 #include <string>
 
 namespace trellis {
-
-struct DataShape {
-  Shape sample_shape;              // classifiers: one sample, e.g. [1, 28, 28]; empty for tokens
-  std::int64_t feature_numel = 0;  // classifiers: values per sample; 0 for tokens
-  int classes = 0;                 // classes, or the vocabulary size
-  std::int64_t seq_len = 0;        // language models: tokens per sample; 0 for classifiers
-};
 
 // This rank's part of one global batch.
 struct LocalPart {

@@ -23,7 +23,7 @@
 #include "trellis/train/faults/fault_injector.hpp"
 #include "trellis/train/files/checkpoint_file.hpp"
 #include "trellis/train/loop/pruner.hpp"
-#include "trellis/train/model/training_model.hpp"
+#include "trellis/train/loop/training_model.hpp"
 
 #include <cstdint>
 #include <optional>

@@ -38,7 +38,7 @@
 #include "trellis/optim/sparsity_schedule.hpp"
 #include "trellis/train/config/train_config.hpp"
 #include "trellis/train/files/tensor_piece.hpp"
-#include "trellis/train/model/training_model.hpp"
+#include "trellis/train/loop/training_model.hpp"
 #include "trellis/train/monitoring/metrics_sink.hpp"
 
 #include <cstdint>

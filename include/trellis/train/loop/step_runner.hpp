@@ -27,7 +27,7 @@
 #include "trellis/train/input/batch_buffers.hpp"
 #include "trellis/train/input/data_source.hpp"
 #include "trellis/train/loop/pruner.hpp"
-#include "trellis/train/model/training_model.hpp"
+#include "trellis/train/loop/training_model.hpp"
 #include "trellis/train/monitoring/step_record.hpp"
 
 #include <cstdint>

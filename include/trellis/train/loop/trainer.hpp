@@ -27,7 +27,7 @@
 #include "trellis/train/loop/pruner.hpp"
 #include "trellis/train/loop/step_runner.hpp"
 #include "trellis/train/loop/stop_policy.hpp"
-#include "trellis/train/model/training_model.hpp"
+#include "trellis/train/loop/training_model.hpp"
 #include "trellis/train/monitoring/metrics.hpp"
 #include "trellis/train/monitoring/performance_model.hpp"
 

@@ -1,4 +1,4 @@
-#include "trellis/train/model/training_model.hpp"
+#include "trellis/train/loop/training_model.hpp"
 
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/format.hpp"
@@ -6,7 +6,7 @@
 #include "trellis/parallel/grad_norm.hpp"
 #include "trellis/parallel/pipeline_schedule.hpp"
 #include "trellis/parallel/tensor_ownership.hpp"
-#include "trellis/train/model/model_factory.hpp"
+#include "trellis/train/model/model_registry.hpp"
 
 #include <algorithm>
 

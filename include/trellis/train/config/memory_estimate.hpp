@@ -9,8 +9,8 @@
 // order of magnitude, meant to catch mistakes, not to plan a job.
 #pragma once
 
+#include "trellis/data/data_shape.hpp"
 #include "trellis/train/config/train_config.hpp"
-#include "trellis/train/input/data_source.hpp"
 
 #include <cstdint>
 #include <string>

@@ -1,7 +1,8 @@
-#include "trellis/train/model/memory_estimate.hpp"
+#include "trellis/train/config/memory_estimate.hpp"
 
 #include "trellis/core/error.hpp"
 #include "trellis/train/config/config_table.hpp"
+#include "trellis/train/model/model_registry.hpp"
 
 #include <unistd.h>
 
@@ -27,66 +28,6 @@ Bytes optimizer_state_per_param(const TrainConfig& c) {
   return c.optim.momentum > 0 ? 1 : 0;
 }
 
-struct ModelSize {
-  Bytes params = 0;      // float parameters of the whole model
-  Bytes per_sample = 0;  // floats of activations (and their gradients) per sample
-  std::string params_key, sample_key;
-};
-
-ModelSize mlp_size(const TrainConfig& c, const DataShape& data) {
-  ModelSize s;
-  Bytes in = static_cast<Bytes>(data.feature_numel), widest = in;
-  for (int width : c.model.hidden) {
-    s.params += in * width + width;
-    s.per_sample += 4 * static_cast<Bytes>(width);  // pre-activation, activation, mask, grad
-    in = width, widest = std::max<Bytes>(widest, width);
-  }
-  s.params += in * data.classes + data.classes;
-  s.per_sample += 2 * static_cast<Bytes>(data.classes) + 2 * static_cast<Bytes>(data.feature_numel);
-  s.params_key = "model.hidden";
-  s.sample_key = "model.hidden";
-  return s;
-}
-
-ModelSize cnn_size(const TrainConfig& c, const DataShape& data) {
-  ModelSize s;
-  const Bytes channels = data.sample_shape.size() == 3 ? data.sample_shape[0] : 1;
-  Bytes pixels = data.sample_shape.size() == 3
-                     ? static_cast<Bytes>(data.sample_shape[1]) * data.sample_shape[2]
-                     : static_cast<Bytes>(data.feature_numel);
-  Bytes in = channels;
-  for (std::size_t stage = 0; stage < c.model.widths.size(); ++stage) {
-    const Bytes w = c.model.widths[stage];
-    if (stage > 0) pixels = std::max<Bytes>(1, pixels / 4);
-    const Bytes convs = 1 + 2 * static_cast<Bytes>(c.model.blocks);
-    s.params += 9 * in * w + (convs - 1) * 9 * w * w + convs * 4 * w;
-    s.per_sample += convs * 6 * w * pixels;  // conv out, BN out, activation, and gradients
-    in = w;
-  }
-  s.params += in * data.classes + data.classes;
-  s.params_key = "model.widths";
-  s.sample_key = "model.widths";
-  return s;
-}
-
-ModelSize gpt_size(const TrainConfig& c, const DataShape& data) {
-  ModelSize s;
-  const Bytes d = c.model.d_model, layers = c.model.n_layer, heads = c.model.n_head;
-  const Bytes T = c.model.seq_len;
-  const Bytes V = std::max<Bytes>(c.derived.vocab > 0 ? c.derived.vocab : 0, data.classes);
-  const Bytes block = 12 * d * d + 13 * d;
-  s.params = V * d + T * d + layers * block + 2 * d;
-  // Per token: about 26 d floats per block plus 2 per head (the flash attention keeps a
-  // logsumexp and a row dot per (token, head), no [T, T] matrices), and the logits.
-  s.per_sample = T * (layers * (26 * d + 2 * heads) + 2 * V);
-  if (V * d >= layers * block)
-    s.params_key = c.model.vocab > 0 ? "model.vocab" : "model.d_model";
-  else
-    s.params_key = layers > d ? "model.n_layer" : "model.d_model";
-  s.sample_key = 2 * V >= layers * 26 * d && c.model.vocab > 0 ? "model.vocab" : "model.d_model";
-  return s;
-}
-
 std::string gib(Bytes bytes) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.3Lg GiB", bytes / (1024.0L * 1024.0L * 1024.0L));
@@ -101,18 +42,7 @@ std::string key_value(const TrainConfig& c, const std::string& key) {
 }  // namespace
 
 MemoryEstimate estimate_memory(const TrainConfig& c, const DataShape& data, int dp, int tp) {
-  ModelSize model;
-  switch (c.model.type) {
-    case ModelType::mlp:
-      model = mlp_size(c, data);
-      break;
-    case ModelType::cnn:
-      model = cnn_size(c, data);
-      break;
-    case ModelType::gpt:
-      model = gpt_size(c, data);
-      break;
-  }
+  const ModelSizes model = model_registration(c.model.type).sizes(c.model, data, c.derived.vocab);
   const Bytes split = static_cast<Bytes>(std::max(tp, 1)) * std::max(c.parallel.pp, 1);
   const Bytes state = optimizer_state_per_param(c) / (c.parallel.zero ? std::max(dp, 1) : 1);
   // Mixed precision adds the weights' compute copy (at most a float each).

@@ -1,0 +1,98 @@
+// The models Trellis trains, each registered once (model_registry.cpp lists the registrations;
+// each model's lives in its own file, mlp_registration.cpp, ...). A registration says all that
+// the rest of the application needs to know about a model, so nothing else switches on
+// model.type: its name, the config keys it reads, the kind of data it takes, how it is built
+// (and whether tensor or pipeline parallelism can split it), its pipeline unit costs, its FLOPs
+// per sample, its sizes for the memory estimate, its structured-pruning widths, and how a
+// weights file's tensor shapes give back the data shape it was built for.
+//
+// Adding a model: its layers under nn/, a ModelType value, one registration file here.
+#pragma once
+
+#include "trellis/comm/mpi_comm.hpp"
+#include "trellis/data/data_shape.hpp"
+#include "trellis/nn/model.hpp"
+#include "trellis/nn/parameter_store.hpp"
+#include "trellis/nn/tensor_parallel.hpp"
+#include "trellis/train/model/model_config.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trellis {
+
+enum class DataKind { samples, tokens };  // trellis.samples (labelled) | trellis.tokens
+
+struct ModelBuildArgs {
+  const ModelConfig& model;
+  const DataShape& data;
+  std::int64_t capacity;      // the most samples one forward/backward call will see
+  nn::ParameterStore& store;  // where the parameters are registered (the caller finalizes it)
+  const MpiComm* dp;          // for layers that synchronise over dp (BatchNorm), or null
+  nn::TensorParallel tp;
+  nn::StageRange stage;
+};
+
+// What the memory estimate (config/memory_estimate.hpp) needs of a model, in floats, for the
+// whole logical model, and the key to blame when each part is too large.
+struct ModelSizes {
+  long double params = 0;      // parameters
+  long double per_sample = 0;  // activations and their gradients of one sample
+  std::string params_key, sample_key;
+};
+
+struct ModelRegistration {
+  ModelType type;
+  const char* name;  // model.type
+  std::vector<const char*> config_keys;  // the model.* (and kernels.*) keys it reads
+  DataKind data;
+  bool tensor_parallel;    // built under parallel.tp > 1
+  bool pipeline_parallel;  // split into parallel.pp stages (unit_costs is set)
+  std::function<std::unique_ptr<nn::Model>(const ModelBuildArgs&)> build;
+  // Relative cost of each pipeline unit (pipeline_parallel models only).
+  std::function<std::vector<double>(const ModelConfig&, const DataShape&)> unit_costs;
+  // The model's shape rules that need no data (ConfigError naming the keys); run when the
+  // configuration is read.
+  std::function<void(const ModelConfig&)> validate;
+  // Training FLOPs per sample of the whole logical model (forward + backward), whatever part
+  // of it `built` (this rank's stage) holds.
+  std::function<double(const ModelConfig&, const DataShape&, const nn::Model& built)>
+      flops_per_sample;
+  // vocab: the resolved vocabulary (language models), 0 when not known yet.
+  std::function<ModelSizes(const ModelConfig&, const DataShape&, int vocab)> sizes;
+  // Structured pruning (prune.method = structured; trellis export --prune): writes the widths
+  // of the surviving units, in the order of nn::Model::prunable_units(), into the config key
+  // that holds them. Unset: the model has no structurally prunable units.
+  std::function<void(ModelConfig&, const std::vector<int>& widths)> set_pruned_widths;
+  // The data shape a weights file's parameters were built for; shape_of(name) is the stored
+  // logical shape of parameter `name` (e.g. "head.weight").
+  std::function<DataShape(const ModelConfig&, const std::function<Shape(const std::string&)>&
+                                                  shape_of)>
+      data_shape_from_weights;
+};
+
+// Every registered model, in the order `trellis train --help` lists model.type's names.
+const std::vector<ModelRegistration>& model_registry();
+const ModelRegistration& model_registration(ModelType type);
+
+// The model of `args.model.type`, built by its registration; ConfigError naming parallel.tp
+// or parallel.pp when the model has no such split.
+std::unique_ptr<nn::Model> build_model(const ModelBuildArgs& args);
+std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape& data,
+                                       std::int64_t capacity, nn::ParameterStore& store,
+                                       const MpiComm* dp, nn::TensorParallel tp = {},
+                                       nn::StageRange stage = {});
+
+// Relative cost of each pipeline unit; ConfigError naming parallel.pp for models that cannot
+// be split.
+std::vector<double> model_unit_costs(const ModelConfig& model, const DataShape& data);
+
+// Registrations (one file each).
+ModelRegistration mlp_registration();
+ModelRegistration cnn_registration();
+ModelRegistration gpt_registration();
+
+}  // namespace trellis

@@ -1,0 +1,74 @@
+// The one list of registered models, and what is common to all of them (model_registry.hpp).
+#include "trellis/train/model/model_registry.hpp"
+
+#include "trellis/core/error.hpp"
+
+namespace trellis {
+
+const std::vector<ModelRegistration>& model_registry() {
+  static const std::vector<ModelRegistration> registry = {
+      mlp_registration(), cnn_registration(), gpt_registration()};
+  return registry;
+}
+
+const ModelRegistration& model_registration(ModelType type) {
+  for (const ModelRegistration& r : model_registry())
+    if (r.type == type) return r;
+  throw Error("internal: model type " + std::to_string(static_cast<int>(type)) +
+              " is not registered");
+}
+
+const std::vector<std::pair<const char*, ModelType>>& model_type_names() {
+  static const std::vector<std::pair<const char*, ModelType>> names = [] {
+    std::vector<std::pair<const char*, ModelType>> list;
+    for (const ModelRegistration& r : model_registry()) list.emplace_back(r.name, r.type);
+    return list;
+  }();
+  return names;
+}
+
+const char* model_type_name(ModelType type) { return model_registration(type).name; }
+
+namespace {
+
+// "mlp and gpt": the models that have a property.
+std::string models_with(bool ModelRegistration::*property) {
+  std::vector<std::string> names;
+  for (const ModelRegistration& r : model_registry())
+    if (r.*property) names.push_back(r.name);
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return text;
+}
+
+}  // namespace
+
+std::unique_ptr<nn::Model> build_model(const ModelBuildArgs& args) {
+  const ModelRegistration& r = model_registration(args.model.type);
+  if (args.tp.active() && !r.tensor_parallel)
+    throw ConfigError("config key parallel.tp = " + std::to_string(args.tp.size()) +
+                      ": model.type = " + r.name + " has no tensor-parallel form (" +
+                      models_with(&ModelRegistration::tensor_parallel) +
+                      " have); use parallel.tp = 1");
+  return r.build(args);
+}
+
+std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape& data,
+                                       std::int64_t capacity, nn::ParameterStore& store,
+                                       const MpiComm* dp, nn::TensorParallel tp,
+                                       nn::StageRange stage) {
+  return build_model(ModelBuildArgs{model, data, capacity, store, dp, tp, stage});
+}
+
+std::vector<double> model_unit_costs(const ModelConfig& model, const DataShape& data) {
+  const ModelRegistration& r = model_registration(model.type);
+  if (!r.pipeline_parallel)
+    throw ConfigError(std::string("config key parallel.pp: model.type = ") + r.name +
+                      " has no pipeline-parallel form (" +
+                      models_with(&ModelRegistration::pipeline_parallel) +
+                      " have); use parallel.pp = 1");
+  return r.unit_costs(model, data);
+}
+
+}  // namespace trellis
