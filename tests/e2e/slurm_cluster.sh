@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sbatch templates on a one-node Slurm cluster (slurm/cluster.sh, Debian's slurm-wlm,
+# The sbatch templates on a one-node Slurm cluster (tests/cluster/cluster.sh, Debian's slurm-wlm,
 # munge, slurmdbd + MariaDB for sacct; installed with apt if missing, so this needs root):
 #  1. train.sbatch on the CPU backend, 2 tasks: exit 0 and a summary.json.
 #  2. preemptible.sbatch signalled mid-run (SIGUSR1 to the batch shell, as --signal=B:USR1@
@@ -11,14 +11,14 @@
 source "$(dirname "$0")/common.sh"
 py=$TRELLIS_PYTHON
 if [[ $(id -u) != 0 ]]; then
-  echo "SKIP: slurm/cluster.sh needs root (munge key, SlurmUser=root, apt)"
+  echo "SKIP: tests/cluster/cluster.sh needs root (munge key, SlurmUser=root, apt)"
   exit 77
 fi
 [[ -f "$FASHION_DIR/train.h5" ]] || FASHION_DIR="$TRELLIS_SRC/data/fashion-mnist"
 [[ -f "$FASHION_DIR/train.h5" ]] || fail "no Fashion-MNIST data in \$TRELLIS_TEST_DATA/fashion-mnist or data/fashion-mnist"
 state=${TRELLIS_SLURM_STATE:-$WORK/slurm}
 chmod 0755 "$WORK"  # the MariaDB data directory inside must be reachable by user mysql
-cluster="$TRELLIS_SRC/slurm/cluster.sh"
+cluster="$TRELLIS_SRC/tests/cluster/cluster.sh"
 trap '"$cluster" stop "$state" || true; rm -rf "$WORK"' EXIT
 "$cluster" start "$state"
 export SLURM_CONF="$state/slurm.conf"

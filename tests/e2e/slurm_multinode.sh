@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The multi-node paths on a Slurm cluster of 2 nodes in network namespaces on this machine
-# (slurm/testcluster.sh: each node its own address on a private bridge, hostname and /tmp, its
+# (tests/cluster/testcluster.sh: each node its own address on a private bridge, hostname and /tmp, its
 # own slurmd; Open MPI between nodes over TCP on the bridge only):
 #  1. multinode.sbatch on 2 nodes x 2 ranks, tp = 2 inside each node and dp across nodes: the
 #     losses of the single-rank run within 1e-5; `trellis info` under srun shows both hosts

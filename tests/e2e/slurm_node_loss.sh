@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Losing a node mid-step, then another mid-checkpoint, on the namespaced 4-node cluster
-# (slurm/testcluster.sh) as a hybrid cluster: partitions onprem (tnode1-2, preferred) and
+# (tests/cluster/testcluster.sh) as a hybrid cluster: partitions onprem (tnode1-2, preferred) and
 # cloud (tnode3-4). One preemptible.sbatch job (--requeue, --partition=onprem,cloud), 2 nodes
 # x 2 ranks, periodic checkpoints every 50 steps, run.dir on storage both sides see:
 #  1. Attempt 1 runs on prem, tnode1+tnode2. Once the step-100 checkpoint is complete, every

@@ -16,13 +16,13 @@ set_tests_properties(e2e.disk_full PROPERTIES SKIP_RETURN_CODE 77)
 trellis_add_e2e_test(NAME gpt_equivalence SCRIPT ${E2E}/gpt_equivalence.sh)
 trellis_add_e2e_test(NAME cnn_equivalence SCRIPT ${E2E}/cnn_equivalence.sh)
 set_tests_properties(e2e.cnn_equivalence PROPERTIES FIXTURES_REQUIRED fashion_data)
-# A one-node Slurm cluster on localhost (slurm/cluster.sh; needs root, exits 77 otherwise):
+# A one-node Slurm cluster on localhost (tests/cluster/cluster.sh; needs root, exits 77 otherwise):
 # train.sbatch, and preemptible.sbatch signalled mid-run, requeued and resumed. Fixed ports:
 # it runs alone.
 trellis_add_e2e_test(NAME slurm_cluster SCRIPT ${E2E}/slurm_cluster.sh TIMEOUT 900)
 set_tests_properties(e2e.slurm_cluster PROPERTIES FIXTURES_REQUIRED fashion_data RUN_SERIAL TRUE
   SKIP_RETURN_CODE 77)
-# Several nodes in network namespaces on this machine (slurm/testcluster.sh; needs root, exits
+# Several nodes in network namespaces on this machine (tests/cluster/testcluster.sh; needs root, exits
 # 77 otherwise): multinode.sbatch across nodes, placement warnings, per-node staging, listeners.
 trellis_add_e2e_test(NAME slurm_multinode SCRIPT ${E2E}/slurm_multinode.sh TIMEOUT 900)
 set_tests_properties(e2e.slurm_multinode PROPERTIES FIXTURES_REQUIRED fashion_data

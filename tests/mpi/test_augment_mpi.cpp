@@ -5,7 +5,7 @@
 // Only CHECKs after the first collective, so a failing rank still joins every later one.
 #include "catch.hpp"
 
-#include "unit/test_data_helpers.hpp"
+#include "unit/support/data_helpers.hpp"
 
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/train/input/prefetch_source.hpp"

@@ -6,7 +6,7 @@
 //
 // Only CHECKs (never REQUIRE) after the first collective, so a failing rank still takes part
 // in every later collective instead of leaving the others waiting.
-#include "checkpoint_test_util.hpp"
+#include "mpi/checkpoint_helpers.hpp"
 
 #include "trellis/comm/agreement.hpp"
 #include "trellis/data/hdf5_attributes.hpp"

@@ -6,7 +6,7 @@
 // in every later collective instead of leaving the others waiting.
 #include "catch.hpp"
 
-#include "unit/test_nn_util.hpp"
+#include "unit/support/nn_helpers.hpp"
 
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/comm/mpi_communicator.hpp"

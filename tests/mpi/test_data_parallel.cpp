@@ -6,7 +6,7 @@
 // in every later collective instead of leaving the others waiting.
 #include "catch.hpp"
 
-#include "unit/test_data_helpers.hpp"
+#include "unit/support/data_helpers.hpp"
 
 #include "trellis/data/sample_dataset.hpp"
 #include "trellis/data/sampler.hpp"

@@ -6,7 +6,7 @@
 //
 // Only CHECKs after the first collective, so a failing rank still joins every collective.
 #include "catch.hpp"
-#include "gradient_sync_test_util.hpp"
+#include "mpi/gradient_sync_helpers.hpp"
 
 #include "trellis/comm/process_grid.hpp"
 #include "trellis/parallel/powersgd.hpp"

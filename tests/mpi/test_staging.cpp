@@ -1,7 +1,7 @@
 // data.stage (staging.hpp): the node's staged copy is reused only while it matches the source;
 // a staged copy edited behind Trellis's back (same size) is copied again, on every rank alike.
 #include "catch.hpp"
-#include "unit/test_text_helpers.hpp"
+#include "unit/support/text_helpers.hpp"
 
 #include "trellis/data/staging.hpp"
 

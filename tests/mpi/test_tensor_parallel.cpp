@@ -15,7 +15,7 @@
 // in every later collective instead of leaving the others waiting.
 #include "catch.hpp"
 
-#include "unit/test_nn_util.hpp"
+#include "unit/support/nn_helpers.hpp"
 
 #include "trellis/comm/process_grid.hpp"
 #include "trellis/core/error.hpp"

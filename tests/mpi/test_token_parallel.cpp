@@ -7,7 +7,7 @@
 // in every later collective instead of leaving the others waiting.
 #include "catch.hpp"
 
-#include "unit/test_token_helpers.hpp"
+#include "unit/support/token_helpers.hpp"
 
 #include "trellis/data/token_dataset.hpp"
 #include "trellis/data/token_sampler.hpp"

@@ -1,0 +1,127 @@
+#include "catch.hpp"
+#include "unit/support/nn_helpers.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/kernels/activation.hpp"
+#include "trellis/kernels/bias.hpp"
+#include "trellis/kernels/dropout.hpp"
+#include "trellis/kernels/random_fill.hpp"
+#include "trellis/kernels/vector_ops.hpp"
+
+#include <cmath>
+#include <vector>
+
+using namespace trellis;
+using trellis::test::to_device;
+using trellis::test::to_host;
+
+TEST_CASE("bias_add broadcasts over rows; column sums accumulate", "[kernels]") {
+  FloatView y = to_device("y", {1, 2, 3, 4, 5, 6});  // [2, 3]
+  FloatView b = to_device("b", {10, 20, 30});
+  kernels::bias_add(as_matrix(y, 2, 3), b);
+  CHECK(to_host(y) == std::vector<float>{11, 22, 33, 14, 25, 36});
+
+  FloatView g = to_device("g", {1, 1, 1});
+  kernels::column_sum_accumulate(as_matrix(y, 2, 3), g);
+  CHECK(to_host(g) == std::vector<float>{26, 48, 70});
+  CHECK_THROWS_AS(kernels::bias_add(as_matrix(y, 3, 2), b), trellis::Error);
+}
+
+TEST_CASE("relu and exact gelu match reference values", "[kernels]") {
+  const std::vector<float> xs{-3.0f, -1.0f, -0.25f, 0.0f, 0.5f, 1.0f, 2.5f};
+  FloatView x = to_device("x", xs), y("y", xs.size()),
+            dy = to_device("dy", std::vector<float>(xs.size(), 2.0f)), dx("dx", xs.size());
+  const int n = static_cast<int>(xs.size());
+
+  kernels::relu_forward(as_matrix(x, 1, n), as_matrix(y, 1, n));
+  kernels::relu_backward(as_matrix(x, 1, n), as_matrix(dy, 1, n), as_matrix(dx, 1, n));
+  auto yh = to_host(y), dxh = to_host(dx);
+  for (int i = 0; i < n; ++i) {
+    CHECK(yh[i] == (xs[i] > 0 ? xs[i] : 0.0f));
+    CHECK(dxh[i] == (xs[i] > 0 ? 2.0f : 0.0f));
+  }
+
+  kernels::gelu_forward(as_matrix(x, 1, n), as_matrix(y, 1, n));
+  kernels::gelu_backward(as_matrix(x, 1, n), as_matrix(dy, 1, n), as_matrix(dx, 1, n));
+  yh = to_host(y);
+  dxh = to_host(dx);
+  for (int i = 0; i < n; ++i) {
+    const double v = xs[i];
+    const double cdf = 0.5 * (1.0 + std::erf(v / std::sqrt(2.0)));
+    const double pdf = std::exp(-0.5 * v * v) / std::sqrt(2.0 * 3.14159265358979323846);
+    CHECK(yh[i] == Approx(v * cdf).margin(1e-6));
+    CHECK(dxh[i] == Approx(2.0 * (cdf + v * pdf)).margin(1e-6));
+  }
+  // torch.nn.functional.gelu(torch.tensor([1.0, -1.0])) = [0.8413447, -0.1586553]
+  CHECK(kernels::gelu(1.0f) == Approx(0.8413447).margin(1e-6));
+  CHECK(kernels::gelu(-1.0f) == Approx(-0.1586553).margin(1e-6));
+}
+
+TEST_CASE("dropout keeps about 1-p, scales kept values, and recomputes the same mask",
+          "[kernels][dropout]") {
+  const int rows = 200, cols = 50;
+  FloatView x = to_device("x", std::vector<float>(rows * cols, 1.0f)), y("y", rows * cols),
+            y2("y2", rows * cols);
+  kernels::DropoutMask mask{0.3f, 7, 99, 0};
+  kernels::dropout_apply(as_matrix(x, rows, cols), as_matrix(y, rows, cols), mask);
+  kernels::dropout_apply(as_matrix(x, rows, cols), as_matrix(y2, rows, cols), mask);
+  const auto yh = to_host(y);
+  CHECK(yh == to_host(y2));
+  int kept = 0;
+  for (int i = 0; i < rows * cols; ++i) {
+    if (yh[i] != 0.0f) {
+      ++kept;
+      CHECK(yh[i] == Approx(1.0 / 0.7).epsilon(1e-6));
+    }
+    CHECK((yh[i] != 0.0f) == kernels::dropout_keep(mask, i / cols, i % cols, cols));
+  }
+  CHECK(kept / double(rows * cols) == Approx(0.7).margin(0.02));
+
+  kernels::DropoutMask other_stream = mask;
+  other_stream.stream = 100;
+  kernels::dropout_apply(as_matrix(x, rows, cols), as_matrix(y2, rows, cols), other_stream);
+  CHECK(yh != to_host(y2));
+
+  mask.p = 1.0f;
+  CHECK_THROWS_AS(kernels::dropout_apply(as_matrix(x, rows, cols), as_matrix(y, rows, cols), mask),
+                  trellis::Error);
+}
+
+TEST_CASE("vector ops: fill, scale, axpy, copy", "[kernels]") {
+  FloatView x = to_device("x", {1, 2, 3}), y = to_device("y", {10, 20, 30});
+  kernels::axpy(2.0f, x, y);
+  CHECK(to_host(y) == std::vector<float>{12, 24, 36});
+  kernels::scale(y, 0.5f);
+  CHECK(to_host(y) == std::vector<float>{6, 12, 18});
+  test::set(y, 1, NAN);
+  kernels::scale(y, 0.0f);  // exact zeros, NaN gone
+  CHECK(to_host(y) == std::vector<float>{0, 0, 0});
+  kernels::copy(x, y);
+  CHECK(to_host(y) == std::vector<float>{1, 2, 3});
+  kernels::fill(y, 4.0f);
+  CHECK(to_host(y) == std::vector<float>{4, 4, 4});
+  FloatView z("z", 2);
+  CHECK_THROWS_AS(kernels::axpy(1.0f, x, z), trellis::Error);
+}
+
+TEST_CASE("random fills depend on the element index only", "[kernels]") {
+  FloatView whole("whole", 100), tail("tail", 40);
+  kernels::fill_uniform(whole, -2.0f, 3.0f, 5, 11);
+  kernels::fill_uniform(tail, -2.0f, 3.0f, 5, 11, kernels::ShardIndexMap{60});  // elements 60..99 of the same draw
+  const auto w = to_host(whole), t = to_host(tail);
+  for (int i = 0; i < 40; ++i) CHECK(t[i] == w[60 + i]);
+  for (float v : w) {
+    CHECK(v >= -2.0f);
+    CHECK(v <= 3.0f);
+  }
+  FloatView normal("normal", 20000);
+  kernels::fill_normal(normal, 1.0f, 0.5f, 5, 12);
+  double sum = 0, sum2 = 0;
+  for (float v : to_host(normal)) {
+    sum += v;
+    sum2 += double(v) * v;
+  }
+  const double mean = sum / 20000, var = sum2 / 20000 - mean * mean;
+  CHECK(mean == Approx(1.0).margin(0.02));
+  CHECK(std::sqrt(var) == Approx(0.5).margin(0.02));
+}
