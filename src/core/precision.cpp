@@ -4,22 +4,25 @@
 
 namespace trellis {
 
+const std::vector<std::pair<const char*, Precision>>& precision_names() {
+  static const std::vector<std::pair<const char*, Precision>> names = {
+      {"fp32", Precision::fp32}, {"bf16", Precision::bf16}, {"fp16", Precision::fp16}};
+  return names;
+}
+
 Precision parse_precision(const std::string& name, const char* key) {
-  if (name == "fp32") return Precision::fp32;
-  if (name == "bf16") return Precision::bf16;
-  if (name == "fp16") return Precision::fp16;
-  throw ConfigError(std::string(key) + " = \"" + name + "\" (expected fp32, bf16 or fp16)");
+  std::string allowed;
+  for (const auto& [known, value] : precision_names()) {
+    if (name == known) return value;
+    allowed += (allowed.empty() ? "" : ", ") + std::string(known);
+  }
+  throw ConfigError(std::string(key) + " = \"" + name + "\" (expected one of " + allowed + ")");
 }
 
 const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::bf16:
-      return "bf16";
-    case Precision::fp16:
-      return "fp16";
-    default:
-      return "fp32";
-  }
+  for (const auto& [name, value] : precision_names())
+    if (value == p) return name;
+  return "fp32";
 }
 
 }  // namespace trellis

@@ -17,13 +17,14 @@ ConvImpl parse_conv_impl(const std::string& name) {
     if (name != vendor_conv_name()) {
       const std::string have = vendor_conv_name();
       throw ConfigError(
-          "model.conv_impl = " + name + ", but this build " +
+          "config key kernels.conv = " + name + ", but this build " +
           (have.empty() ? std::string("has no vendor convolution") : "has " + have + " instead") +
           " (expected auto, im2col" + (have.empty() ? "" : " or " + have) + ")");
     }
     return ConvImpl::vendor;
   }
-  throw ConfigError("model.conv_impl = \"" + name + "\" (expected auto, onednn, cudnn or im2col)");
+  throw ConfigError("config key kernels.conv = \"" + name +
+                    "\" (expected auto, onednn, cudnn or im2col)");
 }
 
 const char* vendor_conv_name() {

@@ -57,29 +57,66 @@ void require_unit_interval(float value, const char* key) {  // [0, 1)
 
 }  // namespace
 
+const std::vector<std::pair<const char*, OptimizerType>>& optimizer_type_names() {
+  static const std::vector<std::pair<const char*, OptimizerType>> names = {
+      {"sgd", OptimizerType::sgd},
+      {"adam", OptimizerType::adam},
+      {"adamw", OptimizerType::adamw},
+      {"rmsprop", OptimizerType::rmsprop}};
+  return names;
+}
+
+const char* optimizer_type_name(OptimizerType type) {
+  for (const auto& [name, value] : optimizer_type_names())
+    if (value == type) return name;
+  throw Error("internal: unnamed optimizer type " + std::to_string(static_cast<int>(type)));
+}
+
+OptimizerType parse_optimizer_type(const std::string& name) {
+  std::string allowed;
+  for (const auto& [known, value] : optimizer_type_names()) {
+    if (name == known) return value;
+    allowed += (allowed.empty() ? "" : ", ") + std::string(known);
+  }
+  throw ConfigError("optim.type: unknown optimizer '" + name + "' (allowed: " + allowed + ")");
+}
+
 void validate_optimizer_spec(const OptimizerSpec& spec) {
-  const std::string& type = spec.type;
-  if (type != "sgd" && type != "adam" && type != "adamw" && type != "rmsprop")
-    throw ConfigError("optim.type: unknown optimizer '" + type +
-                      "' (allowed: sgd, adam, adamw, rmsprop)");
+  using T = OptimizerType;
+  const T type = spec.type;
   require_at_least(spec.weight_decay, 0.0f, "optim.weight_decay");
-  if (type == "sgd" || type == "rmsprop") require_at_least(spec.momentum, 0.0f, "optim.momentum");
-  if (type == "sgd" && spec.nesterov && !(spec.momentum > 0.0f))
+  if (type == T::sgd || type == T::rmsprop) require_at_least(spec.momentum, 0.0f, "optim.momentum");
+  if (type == T::sgd && spec.nesterov && !(spec.momentum > 0.0f))
     throw ConfigError("optim.nesterov needs optim.momentum > 0");
-  if (type == "adam" || type == "adamw") {
+  if (type == T::adam || type == T::adamw) {
     require_unit_interval(spec.beta1, "optim.beta1");
     require_unit_interval(spec.beta2, "optim.beta2");
   }
-  if (type != "sgd") require_at_least(spec.eps, 0.0f, "optim.eps");
-  if (type == "rmsprop") require_unit_interval(spec.alpha, "optim.alpha");
+  if (type != T::sgd) require_at_least(spec.eps, 0.0f, "optim.eps");
+  if (type == T::rmsprop) require_unit_interval(spec.alpha, "optim.alpha");
+}
+
+int optimizer_state_buffers(const OptimizerSpec& spec) {
+  switch (spec.type) {
+    case OptimizerType::adam:
+    case OptimizerType::adamw:
+      return 2;  // exp_avg, exp_avg_sq
+    case OptimizerType::rmsprop:
+      return spec.momentum > 0 ? 2 : 1;  // square_avg (+ momentum_buffer)
+    case OptimizerType::sgd:
+      break;
+  }
+  return spec.momentum > 0 ? 1 : 0;  // momentum_buffer
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::size_t numel,
                                           ConstFloatView decay_mask) {
   validate_optimizer_spec(spec);
-  if (spec.type == "sgd") return std::make_unique<Sgd>(spec, numel, decay_mask);
-  if (spec.type == "rmsprop") return std::make_unique<RmsProp>(spec, numel, decay_mask);
-  const auto decay = spec.type == "adamw" ? Adam::Decay::decoupled : Adam::Decay::coupled;
+  if (spec.type == OptimizerType::sgd) return std::make_unique<Sgd>(spec, numel, decay_mask);
+  if (spec.type == OptimizerType::rmsprop)
+    return std::make_unique<RmsProp>(spec, numel, decay_mask);
+  const auto decay =
+      spec.type == OptimizerType::adamw ? Adam::Decay::decoupled : Adam::Decay::coupled;
   return std::make_unique<Adam>(spec, decay, numel, decay_mask);
 }
 

@@ -31,46 +31,58 @@ void require_positive(double value, const char* key) {
 
 }  // namespace
 
+const std::vector<std::pair<const char*, ScheduleType>>& schedule_type_names() {
+  static const std::vector<std::pair<const char*, ScheduleType>> names = {
+      {"constant", ScheduleType::constant},
+      {"step", ScheduleType::step},
+      {"cosine", ScheduleType::cosine},
+      {"onecycle", ScheduleType::onecycle}};
+  return names;
+}
+
+const char* schedule_type_name(ScheduleType type) {
+  for (const auto& [name, value] : schedule_type_names())
+    if (value == type) return name;
+  throw Error("internal: unnamed schedule type " + std::to_string(static_cast<int>(type)));
+}
+
+ScheduleType parse_schedule_type(const std::string& name) {
+  std::string allowed;
+  for (const auto& [known, value] : schedule_type_names()) {
+    if (name == known) return value;
+    allowed += (allowed.empty() ? "" : ", ") + std::string(known);
+  }
+  throw ConfigError("sched.type: unknown schedule '" + name + "' (allowed: " + allowed + ")");
+}
+
 LrSchedule::LrSchedule(ScheduleSpec spec) : spec_(std::move(spec)) {
   const ScheduleSpec& s = spec_;
-  if (s.type == "constant")
-    kind_ = Kind::constant;
-  else if (s.type == "step")
-    kind_ = Kind::step;
-  else if (s.type == "cosine")
-    kind_ = Kind::cosine;
-  else if (s.type == "onecycle")
-    kind_ = Kind::onecycle;
-  else
-    throw ConfigError("sched.type: unknown schedule '" + s.type +
-                      "' (allowed: constant, step, cosine, onecycle)");
-
   if (!(s.base_lr >= 0.0f && std::isfinite(s.base_lr)))
     bad("optim.lr", "must be a finite value >= 0", std::to_string(s.base_lr));
-  if (kind_ != Kind::onecycle && s.warmup_steps < 0)
+  if (spec_.type != ScheduleType::onecycle && s.warmup_steps < 0)
     bad("sched.warmup_steps", "must be >= 0", std::to_string(s.warmup_steps));
   // A short run (train.max_steps) of a config tuned for a long one: ramp up over the whole
   // run rather than refuse it, and say so.
-  if (kind_ != Kind::onecycle && s.total_steps > 0 && s.warmup_steps > s.total_steps) {
+  if (spec_.type != ScheduleType::onecycle && s.total_steps > 0 && s.warmup_steps > s.total_steps) {
     warning_ = "sched.warmup_steps = " + std::to_string(s.warmup_steps) + " exceeds the run's " +
                std::to_string(s.total_steps) + " steps; warm-up cut to " +
                std::to_string(s.total_steps) + " steps";
     spec_.warmup_steps = s.total_steps;
   }
 
-  switch (kind_) {
-    case Kind::constant:
+  switch (spec_.type) {
+    case ScheduleType::constant:
       break;
-    case Kind::step:
+    case ScheduleType::step:
       if (s.step_size <= 0) bad("sched.step_size", "must be > 0", std::to_string(s.step_size));
       require_positive(s.gamma, "sched.gamma");
       break;
-    case Kind::cosine:
+    case ScheduleType::cosine:
       if (s.total_steps <= 0) bad(kTotalSteps, "must be > 0", std::to_string(s.total_steps));
       if (!(s.min_lr >= 0.0f && s.min_lr <= s.base_lr))
         bad("sched.min_lr", "must be in [0, optim.lr]", std::to_string(s.min_lr));
       break;
-    case Kind::onecycle:
+    case ScheduleType::onecycle:
       if (s.total_steps <= 0) bad(kTotalSteps, "must be > 0", std::to_string(s.total_steps));
       if (!(s.pct_start > 0.0f && s.pct_start < 1.0f))
         bad("sched.pct_start", "must be in (0, 1)", std::to_string(s.pct_start));
@@ -86,7 +98,7 @@ LrSchedule::LrSchedule(ScheduleSpec spec) : spec_(std::move(spec)) {
 
 float LrSchedule::lr(std::int64_t step) const {
   TRELLIS_REQUIRE(step >= 0, "negative step " + std::to_string(step));
-  if (kind_ == Kind::onecycle) return static_cast<float>(onecycle(step));
+  if (spec_.type == ScheduleType::onecycle) return static_cast<float>(onecycle(step));
   const std::int64_t warmup = spec_.warmup_steps;
   if (step < warmup)
     return static_cast<float>(static_cast<double>(spec_.base_lr) * static_cast<double>(step + 1) /
@@ -96,11 +108,11 @@ float LrSchedule::lr(std::int64_t step) const {
 
 double LrSchedule::after_warmup(std::int64_t s) const {
   const double base = spec_.base_lr;
-  switch (kind_) {
-    case Kind::step:
+  switch (spec_.type) {
+    case ScheduleType::step:
       return base *
              std::pow(static_cast<double>(spec_.gamma), static_cast<double>(s / spec_.step_size));
-    case Kind::cosine: {
+    case ScheduleType::cosine: {
       const std::int64_t span = spec_.total_steps - spec_.warmup_steps;
       if (s >= span) return spec_.min_lr;
       return cos_anneal(base, spec_.min_lr, static_cast<double>(s) / static_cast<double>(span));

@@ -112,7 +112,7 @@ TEST_CASE("ZeRO-1 steps match unsharded steps and shrink the optimizer state", "
   const bool model_reports = model_reports_progress();
 
   OptimizerSpec spec;
-  spec.type = "adamw";
+  spec.type = trellis::OptimizerType::adamw;
   spec.weight_decay = 0.1f;
   spec.beta1 = 0.9f;
   spec.beta2 = 0.999f;

@@ -32,7 +32,7 @@ TEST_CASE("GradientSync through node shared memory matches the communicator", "[
   const std::vector<float> expected = reference_grads(dp.size(), 0);
 
   OptimizerSpec spec;
-  spec.type = "sgd";
+  spec.type = trellis::OptimizerType::sgd;
   spec.momentum = 0.9f;
   spec.weight_decay = 0.01f;
   for (std::size_t bucket_bytes : {std::size_t{1}, std::size_t{1000}, std::size_t{25} << 20}) {

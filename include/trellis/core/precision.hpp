@@ -18,11 +18,15 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace trellis {
 
 // precision.mode / parallel.grad_dtype.
 enum class Precision { fp32, bf16, fp16 };
+// The names, the one list (the config table and the messages read it).
+const std::vector<std::pair<const char*, Precision>>& precision_names();
 // "fp32" | "bf16" | "fp16"; anything else throws ConfigError naming `key`.
 Precision parse_precision(const std::string& name, const char* key);
 const char* precision_name(Precision p);

@@ -29,11 +29,19 @@
 
 namespace trellis {
 
+enum class OptimizerType { sgd, adam, adamw, rmsprop };
+
+// optim.type's names, the one list (the config table, the messages and the tests read it).
+const std::vector<std::pair<const char*, OptimizerType>>& optimizer_type_names();
+const char* optimizer_type_name(OptimizerType type);
+// ConfigError naming optim.type, the value and the names allowed.
+OptimizerType parse_optimizer_type(const std::string& name);
+
 // The optimizer's hyperparameters: the optim.* section of the configuration (train/ adds
 // optim.lr and optim.clip_norm on top). No defaults here: the config table is the only place
 // they live, so a spec built by hand sets every field its type uses.
 struct OptimizerSpec {
-  std::string type;        // "sgd" | "adam" | "adamw" | "rmsprop"
+  OptimizerType type = OptimizerType::sgd;
   float momentum = 0;      // sgd, rmsprop
   bool nesterov = false;   // sgd; needs momentum > 0
   float weight_decay = 0;  // coupled L2 (sgd/adam/rmsprop), decoupled (adamw)
@@ -119,5 +127,9 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::size_t
 
 // Checks the fields spec.type uses; throws ConfigError naming the key.
 void validate_optimizer_spec(const OptimizerSpec& spec);
+
+// Float buffers of state per parameter that make_optimizer() allocates for `spec` (what the
+// memory estimate counts).
+int optimizer_state_buffers(const OptimizerSpec& spec);
 
 }  // namespace trellis

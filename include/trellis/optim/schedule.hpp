@@ -19,14 +19,24 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace trellis {
+
+enum class ScheduleType { constant, step, cosine, onecycle };
+
+// sched.type's names, the one list (the config table, the messages and the tests read it).
+const std::vector<std::pair<const char*, ScheduleType>>& schedule_type_names();
+const char* schedule_type_name(ScheduleType type);
+// ConfigError naming sched.type, the value and the names allowed.
+ScheduleType parse_schedule_type(const std::string& name);
 
 // The sched.* section of the configuration, plus base_lr and total_steps, which are no
 // sched.* keys: TrainConfig::schedule_spec() fills them (from optim.lr and the run length).
 // No defaults here: the config table is the only place they live.
 struct ScheduleSpec {
-  std::string type;   // "constant" | "step" | "cosine" | "onecycle"
+  ScheduleType type = ScheduleType::constant;
   float base_lr = 0;  // optim.lr; the peak for onecycle
   std::int64_t warmup_steps = 0;
   std::int64_t total_steps = 0;  // cosine, onecycle (and the warm-up's cap); the run's length
@@ -51,12 +61,10 @@ class LrSchedule {
   const std::string& warning() const { return warning_; }
 
  private:
-  enum class Kind { constant, step, cosine, onecycle };
   double after_warmup(std::int64_t s) const;
   double onecycle(std::int64_t step) const;
 
   ScheduleSpec spec_;
-  Kind kind_;
   std::string warning_;
 };
 

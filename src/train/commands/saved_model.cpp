@@ -14,7 +14,7 @@ TrainConfig saved_config(const std::string& path) {
 
 void build_saved_model(SavedModel& out, const TrainConfig& config, const DataShape& shape,
                        std::int64_t capacity) {
-  out.model = build_model(config.model, shape, capacity, out.store, nullptr);
+  out.model = build_model(config.model, config.kernels, shape, capacity, out.store, nullptr);
   out.store.finalize(config.train.seed);
 }
 

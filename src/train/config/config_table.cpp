@@ -25,32 +25,34 @@ ConfigEntry make_entry(const char* name, const char* default_value, const char* 
 // fault.inject = rank:step:kind (or empty: none). The rank is checked against the world by
 // TrainConfig::check_against_world().
 FieldBinding fault_injection(const char* key) {
-  static const std::vector<const char*> kinds = {
-      "throw", "hang", "nan", "signal", "kill_in_checkpoint", "freeze_in_checkpoint"};
+  std::vector<const char*> kinds;
+  for (const auto& [name, kind] : fault_kind_names()) kinds.push_back(name);
   FieldBinding b;
   b.allowed =
       "empty, or rank:step:kind with rank >= 0, step >= 1, kind one of " + choice_list(kinds);
   b.parse = [key, allowed = b.allowed](TrainConfig& c, const std::string& t) {
     FaultConfig& f = c.fault;
-    f.inject_rank = -1, f.inject_step = 0, f.inject_kind.clear();
+    f.inject_rank = -1, f.inject_step = 0, f.inject_kind = FaultKind::none;
     if (t.empty()) return;
     const auto a = t.find(':');
     const auto z = a == std::string::npos ? a : t.find(':', a + 1);
     std::int64_t rank = -1, step = 0;
     const std::string kind = z == std::string::npos ? "" : t.substr(z + 1);
-    bool known_kind = false;
-    for (const char* k : kinds) known_kind = known_kind || kind == k;
+    FaultKind parsed = FaultKind::none;
+    for (const auto& [name, value] : fault_kind_names())
+      if (kind == name) parsed = value;
+    const bool known_kind = parsed != FaultKind::none;
     if (z == std::string::npos || !config_text::parse_int64(t.substr(0, a), rank) || rank < 0 ||
         rank > INT_MAX || !config_text::parse_int64(t.substr(a + 1, z - a - 1), step) || step < 1 ||
         !known_kind)
       reject_value(key, t, allowed);
-    f.inject_rank = static_cast<int>(rank), f.inject_step = step, f.inject_kind = kind;
+    f.inject_rank = static_cast<int>(rank), f.inject_step = step, f.inject_kind = parsed;
   };
   b.format = [](const TrainConfig& c) -> std::string {
     const FaultConfig& f = c.fault;
     if (f.inject_rank < 0) return "";
     return std::to_string(f.inject_rank) + ":" + std::to_string(f.inject_step) + ":" +
-           f.inject_kind;
+           fault_kind_name(f.inject_kind);
   };
   return b;
 }
@@ -69,9 +71,6 @@ FieldBinding loss_scale(const char* key) {
   b.format = [](const TrainConfig& c) { return c.precision.loss_scale; };
   return b;
 }
-
-const std::vector<std::pair<const char*, Precision>> kPrecisions = {
-    {"fp32", Precision::fp32}, {"bf16", Precision::bf16}, {"fp16", Precision::fp16}};
 
 // parallel.schedule: names and parsing live with PipelineSchedule.
 FieldBinding pipeline_schedule(const char* key) {
@@ -153,8 +152,7 @@ const std::vector<ConfigEntry>& config_table() {
       KEY("train.eval_max_samples", "0",
           "evaluate on at most this many samples of data.test; 0 = all", integer,
           FIELD(train.eval_max_samples), 0),
-      KEY("optim.type", "sgd", "optimizer", choice, FIELD(optim.type),
-          {"sgd", "adam", "adamw", "rmsprop"}),
+      KEY("optim.type", "sgd", "optimizer", named, FIELD(optim.type), optimizer_type_names()),
       KEY("optim.lr", "0.05", "base learning rate", real, FIELD(optim.lr), 0.0, 1e3),
       KEY("optim.momentum", "0.9", "momentum (sgd, rmsprop)", real, FIELD(optim.momentum), 0.0,
           0.999999),
@@ -168,8 +166,8 @@ const std::vector<ConfigEntry>& config_table() {
           0.999999),
       KEY("optim.clip_norm", "0", "clip the global gradient norm to this value; 0 = off", real,
           FIELD(optim.clip_norm), 0.0, 1e9),
-      KEY("sched.type", "constant", "learning-rate schedule", choice, FIELD(sched.type),
-          {"constant", "step", "cosine", "onecycle"}),
+      KEY("sched.type", "constant", "learning-rate schedule", named, FIELD(sched.type),
+          schedule_type_names()),
       KEY("sched.warmup_steps", "0", "linear warm-up steps (constant, step, cosine)", integer,
           FIELD(sched.warmup_steps), 0),
       KEY("sched.step_size", "1000", "steps between decays (step)", integer, FIELD(sched.step_size),
@@ -236,7 +234,7 @@ const std::vector<ConfigEntry>& config_table() {
       KEY("kernels.conv", "auto",
           "convolution: auto (the build's vendor library, oneDNN or cuDNN, else im2col) | "
           "onednn | cudnn | im2col (the portable path)",
-          choice, FIELD(model.conv_impl), {"auto", "onednn", "cudnn", "im2col"}),
+          choice, FIELD(kernels.conv), {"auto", "onednn", "cudnn", "im2col"}),
       KEY("parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB", real,
           FIELD(parallel.bucket_mb), 0.001, 1e6),
       KEY("parallel.overlap", "true",
@@ -254,7 +252,7 @@ const std::vector<ConfigEntry>& config_table() {
       KEY("parallel.grad_dtype", "fp32",
           "data-parallel gradient wire format: fp32 | bf16 | fp16 (buckets cast down, summed "
           "with fp32 arithmetic, cast back; communicator exchange only)",
-          named, FIELD(parallel.grad_dtype), kPrecisions),
+          named, FIELD(parallel.grad_dtype), precision_names()),
       KEY("parallel.powersgd_rank", "0",
           "PowerSGD low-rank gradient compression with error feedback at this rank (e.g. 4); "
           "0 = off; communicator exchange with an fp32 wire",
@@ -269,7 +267,7 @@ const std::vector<ConfigEntry>& config_table() {
           "fp32 | bf16 | fp16: GEMM and convolution operands (weights, activations, their "
           "gradients) in 16 bits with fp32 accumulation; master weights, optimizer state, "
           "softmax, norms and the loss stay fp32",
-          named, FIELD(precision.mode), kPrecisions),
+          named, FIELD(precision.mode), precision_names()),
       KEY("precision.kernels", "auto",
           "16-bit GEMM kernels: native (oneDNN / cuBLAS on 16-bit storage) | emulated (fp32 "
           "arithmetic on 16-bit-rounded operands) | auto (native on GPUs and on CPUs with "
@@ -320,27 +318,29 @@ const std::vector<ConfigEntry>& config_table() {
           "SGEMM measured at start-up on CPUs",
           real, FIELD(monitor.peak_tflops), 0.0, 1e9),
       KEY("cost.price_per_device_hour", "0", "on-demand price of one device (GPU) for one hour",
-          real, FIELD(monitor.price_per_device_hour), 0.0, 1e9),
+          real, FIELD(cost.price_per_device_hour), 0.0, 1e9),
       KEY("cost.spot_price_per_device_hour", "0", "spot/preemptible price of one device-hour", real,
-          FIELD(monitor.spot_price_per_device_hour), 0.0, 1e9),
+          FIELD(cost.spot_price_per_device_hour), 0.0, 1e9),
       KEY("budget.max_cost", "0",
           "stop (with a checkpoint) when the on-demand cost so far reaches this; 0 = no budget",
-          real, FIELD(monitor.max_cost), 0.0, 1e15),
+          real, FIELD(budget.max_cost), 0.0, 1e15),
       KEY("budget.max_hours", "0",
           "stop (with a checkpoint) after this many hours of wall time; 0 = no budget", real,
-          FIELD(monitor.max_hours), 0.0, 1e9),
+          FIELD(budget.max_hours), 0.0, 1e9),
       KEY("early_stop.metric", "none",
           "stop (with a checkpoint) when this evaluation metric stops improving: none | "
           "test_loss | test_accuracy",
-          choice, FIELD(monitor.early_stop_metric), {"none", "test_loss", "test_accuracy"}),
+          choice, FIELD(early_stop.metric), {"none", "test_loss", "test_accuracy"}),
       KEY("early_stop.patience", "3", "evaluations without improvement before stopping", integer,
-          FIELD(monitor.patience), 1),
+          FIELD(early_stop.patience), 1),
       KEY("early_stop.min_delta", "0", "smallest change that counts as an improvement", real,
-          FIELD(monitor.min_delta), 0.0, 1e9),
+          FIELD(early_stop.min_delta), 0.0, 1e9),
       KEY("log.progress", "auto",
           "auto (a bar when stdout is a terminal and no MPI launcher started the process: "
           "mpirun's ranks always see a terminal) | bar | lines",
-          choice, FIELD(monitor.progress), {"auto", "bar", "lines"}),
+          choice, FIELD(log.progress), {"auto", "bar", "lines"}),
+      KEY("log.interval", "50", "log every this many optimizer steps", integer, FIELD(log.interval),
+          1),
       KEY("fault.timeout_s", "0",
           "watchdog: abort the job when a rank makes no progress for this long; 0 = off", real,
           FIELD(fault.timeout_s), 0.0, 1e9),
@@ -375,8 +375,6 @@ const std::vector<ConfigEntry>& config_table() {
           FIELD(prune.end_step), 0),
       KEY("prune.frequency", "100", "recompute the masks every this many steps", integer,
           FIELD(prune.frequency), 1),
-      KEY("log.interval", "50", "log every this many optimizer steps", integer, FIELD(log_interval),
-          1),
   };
   return table;
 }

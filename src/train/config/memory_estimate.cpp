@@ -22,11 +22,7 @@ using Bytes = long double;
 constexpr Bytes kFloat = 4;
 
 // Optimizer buffers per parameter, as allocated by make_optimizer().
-Bytes optimizer_state_per_param(const TrainConfig& c) {
-  if (c.optim.type == "adam" || c.optim.type == "adamw") return 2;
-  if (c.optim.type == "rmsprop") return c.optim.momentum > 0 ? 2 : 1;
-  return c.optim.momentum > 0 ? 1 : 0;
-}
+Bytes optimizer_state_per_param(const TrainConfig& c) { return optimizer_state_buffers(c.optim); }
 
 std::string gib(Bytes bytes) {
   char buf[64];

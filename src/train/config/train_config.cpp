@@ -20,12 +20,12 @@ namespace {
 void check_combinations(const TrainConfig& c) {
   const ModelRegistration& model = model_registration(c.model.type);
   model.validate(c.model);  // the model's own shape rules, before any data is read
-  if (c.optim.nesterov && (c.optim.type != "sgd" || c.optim.momentum <= 0))
+  if (c.optim.nesterov && (c.optim.type != OptimizerType::sgd || c.optim.momentum <= 0))
     fail("config key optim.nesterov = true needs optim.type = sgd and optim.momentum > 0");
-  if (c.monitor.max_cost > 0 && c.monitor.price_per_device_hour <= 0)
+  if (c.budget.max_cost > 0 && c.cost.price_per_device_hour <= 0)
     fail("config key budget.max_cost needs cost.price_per_device_hour > 0");
-  if (c.monitor.early_stop_metric != "none" && c.data.test.empty())
-    fail("config key early_stop.metric = " + c.monitor.early_stop_metric +
+  if (c.early_stop.metric != "none" && c.data.test.empty())
+    fail("config key early_stop.metric = " + c.early_stop.metric +
          " needs data.test (the metric is measured on it)");
   if (c.prune.final_sparsity < c.prune.initial_sparsity)
     fail("config keys prune.initial_sparsity = " + format_text("%g", c.prune.initial_sparsity) +
@@ -173,6 +173,23 @@ LossScaleSpec PrecisionConfig::loss_scale_spec() const {
   // A static scale never backs off, so its floor is itself.
   spec.min_scale = spec.dynamic ? static_cast<float>(min_scale) : spec.initial_scale;
   return spec;
+}
+
+const std::vector<std::pair<const char*, FaultKind>>& fault_kind_names() {
+  static const std::vector<std::pair<const char*, FaultKind>> names = {
+      {"throw", FaultKind::throw_error},
+      {"hang", FaultKind::hang},
+      {"nan", FaultKind::nan},
+      {"signal", FaultKind::signal},
+      {"kill_in_checkpoint", FaultKind::kill_in_checkpoint},
+      {"freeze_in_checkpoint", FaultKind::freeze_in_checkpoint}};
+  return names;
+}
+
+const char* fault_kind_name(FaultKind kind) {
+  for (const auto& [name, value] : fault_kind_names())
+    if (value == kind) return name;
+  return "";
 }
 
 }  // namespace trellis

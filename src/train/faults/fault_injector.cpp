@@ -11,17 +11,17 @@
 
 namespace trellis {
 
-bool FaultInjector::due(const char* kind, std::int64_t step) const {
+bool FaultInjector::due(FaultKind kind, std::int64_t step) const {
   return config_.inject_rank == rank_ && config_.inject_step == step && config_.inject_kind == kind;
 }
 
 void FaultInjector::before_step(std::int64_t step) const {
-  if (due("throw", step))
+  if (due(FaultKind::throw_error, step))
     throw Error("fault.inject: injected failure on rank " + std::to_string(rank_) + " at step " +
                 std::to_string(step));
-  if (due("signal", step) && !StopRequests::signal_self(SIGUSR1))
+  if (due(FaultKind::signal, step) && !StopRequests::signal_self(SIGUSR1))
     throw Error("fault injection: SIGUSR1 sent to this process did not arrive within 5 s");
-  if (due("hang", step)) {
+  if (due(FaultKind::hang, step)) {
     log_.warn("fault.inject: rank " + std::to_string(rank_) + " hangs at step " +
               std::to_string(step));
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -29,7 +29,7 @@ void FaultInjector::before_step(std::int64_t step) const {
 }
 
 void FaultInjector::in_checkpoint(std::int64_t step) const {
-  if (config_.inject_kind != "kill_in_checkpoint" || config_.inject_rank != rank_ ||
+  if (config_.inject_kind != FaultKind::kill_in_checkpoint || config_.inject_rank != rank_ ||
       step < config_.inject_step)
     return;
   log_.warn("fault.inject: rank " + std::to_string(rank_) +
@@ -38,7 +38,7 @@ void FaultInjector::in_checkpoint(std::int64_t step) const {
 }
 
 TensorWriteHook FaultInjector::checkpoint_write_hook(std::int64_t step) const {
-  if (config_.inject_kind != "freeze_in_checkpoint" || config_.inject_rank != rank_ ||
+  if (config_.inject_kind != FaultKind::freeze_in_checkpoint || config_.inject_rank != rank_ ||
       step < config_.inject_step)
     return {};
   return [log = log_, rank = rank_](std::size_t index, const std::string& name) {

@@ -7,7 +7,7 @@
 namespace trellis {
 
 bool EarlyStopping::update(const EvalResult& result, const Logger& log) {
-  const std::string& metric = config_.early_stop_metric;
+  const std::string& metric = config_.metric;
   if (metric == "none") return false;
   // Lower is better for the loss, higher for the accuracy; every rank sees the same values.
   const double value = metric == "test_loss" ? -result.loss : result.accuracy;
@@ -32,7 +32,7 @@ StopPolicy::StopPolicy(const TrainConfig& config, MPI_Comm world)
       signals_and_time_(config.train.time_limit_s, config.ckpt.margin_s) {}
 
 StepDecision StopPolicy::decide(double step_seconds, double cost_so_far) const {
-  const MonitorConfig& budget = config_.monitor;
+  const BudgetConfig& budget = config_.budget;
   const bool over_budget =
       (budget.max_cost > 0 && cost_so_far >= budget.max_cost) ||
       (budget.max_hours > 0 && since_start_.seconds() >= 3600.0 * budget.max_hours);

@@ -67,7 +67,7 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
                         performance_->flops_per_sample() * 1e-9, performance_->peak_tflops()) +
             performance_->peak_source() + ")");
   stop_policy_ = std::make_unique<StopPolicy>(config_, all);
-  early_stopping_ = std::make_unique<EarlyStopping>(config_.monitor);
+  early_stopping_ = std::make_unique<EarlyStopping>(config_.early_stop);
   watchdog_ = std::make_unique<Watchdog>(config_.fault.timeout_s, grid_->rank());
 
   // Before anything in run.dir is rewritten: a checkpoint that cannot be used stops the run
@@ -84,7 +84,7 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
   const bool writer = grid_->rank() == 0;
   const std::int64_t tokens =
       model_->model().takes_tokens() ? model_->model().rows_per_sample() : 0;
-  metrics_ = std::make_unique<Metrics>(*performance_, config_.log_interval, step(), total_steps_,
+  metrics_ = std::make_unique<Metrics>(*performance_, config_.log.interval, step(), total_steps_,
                                        tokens, node_.device);
   run_agreed(all, log_, [&] {
     if (!writer) return;
@@ -96,7 +96,7 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
     metrics_->add_sink(std::make_unique<TensorBoardSink>(config_.run_dir, resumed.has_value(),
                                                          config_.to_ini(), step(), log_));
     metrics_->add_sink(std::make_unique<ConsoleSink>(
-        log_, want_progress_bar(config_.monitor.progress.c_str(), grid_->rank())));
+        log_, want_progress_bar(config_.log.progress.c_str(), grid_->rank())));
   });
   if (config_.fault.timeout_s > 0)
     run_agreed(all, log_, [&] {  // every rank creates the directory: no wait for rank 0's
@@ -167,7 +167,7 @@ void Trainer::log_setup() const {
   log_.info("model: " + model.describe() + ", " + std::to_string(parameter_count_) +
             " parameters (" + std::to_string(model_->store().num_elements()) +
             " on this rank); optimizer " + model_->optimizer().name() + ", schedule " +
-            config_.sched.type);
+            schedule_type_name(config_.sched.type));
   log_.info("gradient exchange: " + model_->describe_exchange(config_));
   if (!model_->precision_notice().empty()) log_.info(model_->precision_notice());
   if (model_->loss_scaler().enabled())

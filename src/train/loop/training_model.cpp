@@ -38,10 +38,12 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
       config.precision.stochastic_rounding);
   std::vector<std::unique_ptr<nn::Model>> replicas;
   const std::size_t first_offset = store_.registration_cursor();
-  replicas.push_back(build_model(config.model, shape, capacity, store_, &dp, tp, range));
+  replicas.push_back(
+      build_model(config.model, config.kernels, shape, capacity, store_, &dp, tp, range));
   for (int k = 1; k < slots; ++k) {
     store_.begin_replica(first_offset);
-    replicas.push_back(build_model(config.model, shape, capacity, store_, &dp, tp, range));
+    replicas.push_back(
+        build_model(config.model, config.kernels, shape, capacity, store_, &dp, tp, range));
     store_.end_replica();
   }
   model_ = replicas.front().get();

@@ -24,7 +24,7 @@ std::unique_ptr<nn::Model> build_cnn(const ModelBuildArgs& a) {
   spec.blocks_per_stage = a.model.blocks;
   spec.block_widths = a.model.block_widths;
   spec.sync_bn = a.model.sync_bn && a.dp != nullptr;
-  spec.conv_impl = nn::parse_conv_impl(a.model.conv_impl);
+  spec.conv_impl = nn::parse_conv_impl(a.kernels.conv);
   spec.dp = a.dp;
   spec.capacity = spec_int(a.capacity, "batch");
   return std::make_unique<nn::Cnn>(spec, a.store);

@@ -6,8 +6,8 @@
 namespace trellis {
 
 const std::vector<ModelRegistration>& model_registry() {
-  static const std::vector<ModelRegistration> registry = {
-      mlp_registration(), cnn_registration(), gpt_registration()};
+  static const std::vector<ModelRegistration> registry = {mlp_registration(), cnn_registration(),
+                                                          gpt_registration()};
   return registry;
 }
 
@@ -54,11 +54,11 @@ std::unique_ptr<nn::Model> build_model(const ModelBuildArgs& args) {
   return r.build(args);
 }
 
-std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape& data,
-                                       std::int64_t capacity, nn::ParameterStore& store,
-                                       const MpiComm* dp, nn::TensorParallel tp,
-                                       nn::StageRange stage) {
-  return build_model(ModelBuildArgs{model, data, capacity, store, dp, tp, stage});
+std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const KernelsConfig& kernels,
+                                       const DataShape& data, std::int64_t capacity,
+                                       nn::ParameterStore& store, const MpiComm* dp,
+                                       nn::TensorParallel tp, nn::StageRange stage) {
+  return build_model(ModelBuildArgs{model, kernels, data, capacity, store, dp, tp, stage});
 }
 
 std::vector<double> model_unit_costs(const ModelConfig& model, const DataShape& data) {

@@ -34,8 +34,8 @@ double device_peak_tflops(int device, std::string& source) {
 PerformanceModel::PerformanceModel(const TrainConfig& config, const DataShape& shape,
                                    const nn::Model& model, int devices, int device, MPI_Comm world)
     : devices_(devices),
-      price_(config.monitor.price_per_device_hour),
-      spot_price_(config.monitor.spot_price_per_device_hour) {
+      price_(config.cost.price_per_device_hour),
+      spot_price_(config.cost.spot_price_per_device_hour) {
   flops_per_sample_ =
       model_registration(config.model.type).flops_per_sample(config.model, shape, model);
   if (config.monitor.peak_tflops > 0) {

@@ -56,14 +56,14 @@ struct Reference {
     for (std::size_t i = begin; i < end; ++i) {
       float g = grads[i] * scale;
       const bool decay = mask[i] != 0.0f;
-      if (spec.type == "sgd") {
+      if (spec.type == trellis::OptimizerType::sgd) {
         if (decay) g += wd * p[i];
         if (spec.momentum != 0.0f) {
           a[i] = spec.momentum * a[i] + g;
           g = spec.nesterov ? g + spec.momentum * a[i] : a[i];
         }
         p[i] -= lr * g;
-      } else if (spec.type == "rmsprop") {
+      } else if (spec.type == trellis::OptimizerType::rmsprop) {
         if (decay) g += wd * p[i];
         a[i] = spec.alpha * a[i] + (1.0f - spec.alpha) * g * g;
         const float avg = std::sqrt(a[i]) + spec.eps;
@@ -74,8 +74,9 @@ struct Reference {
           p[i] -= lr * (g / avg);
         }
       } else {
-        if (decay && spec.type == "adamw") p[i] *= static_cast<float>(1.0 - double(lr) * wd);
-        if (decay && spec.type == "adam") g += wd * p[i];
+        if (decay && spec.type == trellis::OptimizerType::adamw)
+          p[i] *= static_cast<float>(1.0 - double(lr) * wd);
+        if (decay && spec.type == trellis::OptimizerType::adam) g += wd * p[i];
         a[i] += (1.0f - spec.beta1) * (g - a[i]);
         b[i] = spec.beta2 * b[i] + (1.0f - spec.beta2) * g * g;
         const float denom = std::sqrt(b[i]) / static_cast<float>(std::sqrt(bc2)) + spec.eps;
@@ -87,7 +88,7 @@ struct Reference {
 
 trellis::OptimizerSpec spec_of(const std::string& type, float momentum, bool nesterov) {
   trellis::OptimizerSpec spec;
-  spec.type = type;
+  spec.type = trellis::parse_optimizer_type(type);
   spec.momentum = momentum;
   spec.nesterov = nesterov;
   spec.weight_decay = 0.05f;
@@ -112,7 +113,7 @@ void compare(const trellis::OptimizerSpec& spec, std::size_t n, std::size_t begi
     const float lr = 0.01f * static_cast<float>(t);
     opt->step(params, to_device(grads), lr, scale, begin, end);
     ref.step(expected, grads, lr, scale, begin, end);
-    INFO(spec.type << " step " << t);
+    INFO(trellis::optimizer_type_name(spec.type) << " step " << t);
     check_close(to_host(params), expected);
   }
 }

@@ -17,7 +17,7 @@ const std::vector<std::vector<float>> kGrads = {
 
 trellis::OptimizerSpec rmsprop_spec(float momentum, float weight_decay) {
   trellis::OptimizerSpec spec;
-  spec.type = "rmsprop";
+  spec.type = trellis::OptimizerType::rmsprop;
   spec.momentum = momentum;
   spec.weight_decay = weight_decay;
   spec.eps = 1e-8f;  // torch's defaults

@@ -17,7 +17,7 @@ const std::vector<std::vector<float>> kGrads = {
 
 trellis::OptimizerSpec sgd_spec(float momentum, bool nesterov, float weight_decay) {
   trellis::OptimizerSpec spec;
-  spec.type = "sgd";
+  spec.type = trellis::OptimizerType::sgd;
   spec.momentum = momentum;
   spec.nesterov = nesterov;
   spec.weight_decay = weight_decay;

@@ -12,7 +12,7 @@ namespace {
 
 trellis::ScheduleSpec spec_of(const std::string& type, float base_lr) {
   trellis::ScheduleSpec spec;  // torch's defaults where the type uses them
-  spec.type = type;
+  spec.type = trellis::parse_schedule_type(type);
   spec.base_lr = base_lr;
   spec.gamma = 0.1f;
   spec.pct_start = 0.3f;
@@ -98,7 +98,8 @@ TEST_CASE("bad schedule specs name the config key", "[optim][schedule]") {
   auto error_for = [](const trellis::ScheduleSpec& spec) {
     return config_error_of([&] { trellis::LrSchedule sched(spec); });
   };
-  const std::string unknown = error_for(spec_of("linear", 0.1f));
+  const std::string unknown =
+      config_error_of([] { trellis::LrSchedule sched(spec_of("linear", 0.1f)); });
   CHECK(contains(unknown, "sched.type"));
   CHECK(contains(unknown, "constant, step, cosine, onecycle"));
 

@@ -38,7 +38,7 @@ TEST_CASE("config file values and command-line overrides merge, command line win
   CHECK(cfg.train.epochs == 5);
   CHECK(cfg.optim.lr == Approx(0.1f));
   CHECK(cfg.model.hidden == std::vector<int>{32, 16});
-  CHECK(cfg.sched.type == "constant");  // default
+  CHECK(cfg.sched.type == trellis::ScheduleType::constant);  // default
   CHECK(contains(cfg.to_ini(), "[train]\nglobal_batch = 64\n"));
   CHECK(contains(cfg.to_ini(), "epochs = 5"));
 }

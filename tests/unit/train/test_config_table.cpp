@@ -52,7 +52,7 @@ TEST_CASE("every key is declared once, and every default parses", "[config][tabl
   for (const auto& key : trellis::config_table()) CHECK(key.allowed.size() > 3);
   const TrainConfig defaults = parse({});
   // The table's defaults reach the sections, the optimizer's and the schedule's specs alike.
-  CHECK(defaults.optim.type == "sgd");
+  CHECK(defaults.optim.type == trellis::OptimizerType::sgd);
   CHECK(defaults.optimizer_spec().momentum == Approx(0.9f));
   CHECK(defaults.optimizer_spec().beta2 == Approx(0.999f));
   const trellis::ScheduleSpec sched = defaults.schedule_spec(500);
@@ -128,7 +128,7 @@ TEST_CASE("fault.inject is parsed, and its rank checked against the world", "[co
   TrainConfig c = parse({"--fault.inject=3:7:signal"});
   CHECK(c.fault.inject_rank == 3);
   CHECK(c.fault.inject_step == 7);
-  CHECK(c.fault.inject_kind == "signal");
+  CHECK(c.fault.inject_kind == trellis::FaultKind::signal);
   CHECK(error_of([&] { c.check_against_world(4); }).empty());
   // Regression: a rank beyond the world was silently ignored.
   const std::string message = error_of([&] { c.check_against_world(2); });

@@ -63,7 +63,7 @@ TEST_CASE("a warmed-up training step makes no heap allocation", "[perf][alloc]")
   store.finalize(7);
   nn::SoftmaxCrossEntropy loss(classes, micro);
   OptimizerSpec ospec;
-  ospec.type = "adamw";
+  ospec.type = trellis::OptimizerType::adamw;
   ospec.weight_decay = 0.01f;
   ospec.beta1 = 0.9f;
   ospec.beta2 = 0.999f;
@@ -110,7 +110,7 @@ long allocations_in_steady_state(trellis::nn::Model& model, trellis::nn::Paramet
   using namespace trellis;
   nn::SoftmaxCrossEntropy loss(model.classes(), n * model.rows_per_sample());
   OptimizerSpec ospec;
-  ospec.type = "adamw";
+  ospec.type = trellis::OptimizerType::adamw;
   ospec.beta1 = 0.9f;
   ospec.beta2 = 0.999f;
   ospec.eps = 1e-8f;

@@ -47,15 +47,47 @@ struct CheckpointConfig {
   double margin_s = 0;  // stop this long before a time limit
 };
 
+// monitor.*: the device peak MFU is measured against.
 struct MonitorConfig {
   double peak_tflops = 0;  // 0: known GPU peak or measured SGEMM
+};
+
+// cost.*: what a device-hour costs, for the cost figures.
+struct CostConfig {
   double price_per_device_hour = 0, spot_price_per_device_hour = 0;
-  double max_cost = 0, max_hours = 0;  // budgets; 0 = none
-  std::string early_stop_metric;       // none | test_loss | test_accuracy
+};
+
+// budget.*: stop (with a checkpoint) when the run has cost or taken this much; 0 = none.
+struct BudgetConfig {
+  double max_cost = 0, max_hours = 0;
+};
+
+// early_stop.*: stop when an evaluation metric stops improving.
+struct EarlyStopConfig {
+  std::string metric;  // none | test_loss | test_accuracy
   std::int64_t patience = 0;
   double min_delta = 0;
-  std::string progress;  // auto | bar | lines
 };
+
+// log.*: the console and metrics.jsonl.
+struct LogConfig {
+  std::string progress;       // auto | bar | lines
+  std::int64_t interval = 0;  // a report every this many optimizer steps
+};
+
+// fault.inject's kinds of failure (a testing aid, train/faults/fault_injector.hpp).
+enum class FaultKind {
+  none,
+  throw_error,          // "throw": an exception on that rank before the step
+  hang,                 // the rank stops making progress (the watchdog's case)
+  nan,                  // the step's loss becomes non-finite
+  signal,               // SIGUSR1, as a scheduler's warning
+  kill_in_checkpoint,   // SIGKILL during a checkpoint write
+  freeze_in_checkpoint  // SIGSTOP after the first tensor of a checkpoint
+};
+// The names, the one list (the config table, its messages and the injector read it).
+const std::vector<std::pair<const char*, FaultKind>>& fault_kind_names();
+const char* fault_kind_name(FaultKind kind);
 
 struct FaultConfig {
   double timeout_s = 0;         // watchdog; 0 = off
@@ -63,8 +95,7 @@ struct FaultConfig {
   std::int64_t max_skips = 0;   // consecutive skipped steps before giving up
   int inject_rank = -1;         // fault.inject = rank:step:kind (testing aid); -1 = none
   std::int64_t inject_step = 0;
-  // throw | hang | nan | signal | kill_in_checkpoint | freeze_in_checkpoint
-  std::string inject_kind;
+  FaultKind inject_kind = FaultKind::none;
 };
 
 // prune.*: gradual magnitude pruning during training (train/pruner.hpp).
@@ -147,9 +178,13 @@ struct TrainConfig {
   CheckpointConfig ckpt;
   FaultConfig fault;
   MonitorConfig monitor;
+  CostConfig cost;
+  BudgetConfig budget;
+  EarlyStopConfig early_stop;
+  LogConfig log;
+  KernelsConfig kernels;
   PruneConfig prune;
   std::string run_dir;
-  std::int64_t log_interval = 0;
   DerivedConfig derived;
   std::string source;  // where the values came from, for config.ini's header
 

@@ -27,14 +27,14 @@ class FaultInjector {
   // Before step `step` (1-based: the step about to run) does any work: throw, hang, signal.
   void before_step(std::int64_t step) const;
   // Whether step `step` should poison its loss scale with NaN.
-  bool poison_step(std::int64_t step) const { return due("nan", step); }
+  bool poison_step(std::int64_t step) const { return due(FaultKind::nan, step); }
   // While writing the checkpoint of step `step`: SIGKILL this process when asked.
   void in_checkpoint(std::int64_t step) const;
   // The write hook for the checkpoint of step `step` (empty when no fault is due in it).
   TensorWriteHook checkpoint_write_hook(std::int64_t step) const;
 
  private:
-  bool due(const char* kind, std::int64_t step) const;
+  bool due(FaultKind kind, std::int64_t step) const;
 
   FaultConfig config_;
   int rank_;

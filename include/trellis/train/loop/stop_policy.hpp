@@ -26,13 +26,13 @@ namespace trellis {
 // evaluations in a row.
 class EarlyStopping {
  public:
-  explicit EarlyStopping(const MonitorConfig& config) : config_(config) {}
+  explicit EarlyStopping(const EarlyStopConfig& config) : config_(config) {}
   // Returns true when the run should stop now (logs why).
   bool update(const EvalResult& result, const Logger& log);
   bool triggered() const { return triggered_; }
 
  private:
-  MonitorConfig config_;
+  EarlyStopConfig config_;
   double best_ = 0;
   std::int64_t without_gain_ = 0;
   bool have_best_ = false, triggered_ = false;

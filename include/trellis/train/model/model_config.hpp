@@ -25,11 +25,14 @@ struct ModelConfig {
   int blocks = 0;                 // cnn: residual blocks per stage
   std::vector<int> block_widths;  // cnn: inner width of every block (empty: stage widths)
   bool sync_bn = false;           // cnn
-  // cnn, key kernels.conv (not model.*: the implementation is no property of the model, and a
-  // checkpoint resumes under another one): auto | onednn | cudnn | im2col
-  std::string conv_impl;
   int n_layer = 0, n_head = 0, d_model = 0, seq_len = 0;  // gpt
   int vocab = 0;  // gpt, as given: 0 = the data's (DerivedConfig::vocab holds the resolved one)
+};
+
+// kernels.*: how the layers compute, which is no property of the model (a checkpoint resumes
+// under another choice), so it lives apart from ModelConfig.
+struct KernelsConfig {
+  std::string conv;  // cnn convolutions: auto | onednn | cudnn | im2col
 };
 
 }  // namespace trellis

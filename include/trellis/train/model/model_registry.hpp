@@ -28,6 +28,7 @@ enum class DataKind { samples, tokens };  // trellis.samples (labelled) | trelli
 
 struct ModelBuildArgs {
   const ModelConfig& model;
+  const KernelsConfig& kernels;
   const DataShape& data;
   std::int64_t capacity;      // the most samples one forward/backward call will see
   nn::ParameterStore& store;  // where the parameters are registered (the caller finalizes it)
@@ -46,7 +47,7 @@ struct ModelSizes {
 
 struct ModelRegistration {
   ModelType type;
-  const char* name;  // model.type
+  const char* name;                      // model.type
   std::vector<const char*> config_keys;  // the model.* (and kernels.*) keys it reads
   DataKind data;
   bool tensor_parallel;    // built under parallel.tp > 1
@@ -69,8 +70,8 @@ struct ModelRegistration {
   std::function<void(ModelConfig&, const std::vector<int>& widths)> set_pruned_widths;
   // The data shape a weights file's parameters were built for; shape_of(name) is the stored
   // logical shape of parameter `name` (e.g. "head.weight").
-  std::function<DataShape(const ModelConfig&, const std::function<Shape(const std::string&)>&
-                                                  shape_of)>
+  std::function<DataShape(const ModelConfig&,
+                          const std::function<Shape(const std::string&)>& shape_of)>
       data_shape_from_weights;
 };
 
@@ -81,10 +82,10 @@ const ModelRegistration& model_registration(ModelType type);
 // The model of `args.model.type`, built by its registration; ConfigError naming parallel.tp
 // or parallel.pp when the model has no such split.
 std::unique_ptr<nn::Model> build_model(const ModelBuildArgs& args);
-std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const DataShape& data,
-                                       std::int64_t capacity, nn::ParameterStore& store,
-                                       const MpiComm* dp, nn::TensorParallel tp = {},
-                                       nn::StageRange stage = {});
+std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const KernelsConfig& kernels,
+                                       const DataShape& data, std::int64_t capacity,
+                                       nn::ParameterStore& store, const MpiComm* dp,
+                                       nn::TensorParallel tp = {}, nn::StageRange stage = {});
 
 // Relative cost of each pipeline unit; ConfigError naming parallel.pp for models that cannot
 // be split.
