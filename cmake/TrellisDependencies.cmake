@@ -59,7 +59,7 @@ if(TRELLIS_ENABLE_CUDA)
   find_package(CUDAToolkit REQUIRED)
   add_library(trellis::cuda INTERFACE IMPORTED)
   target_link_libraries(trellis::cuda INTERFACE CUDA::cudart CUDA::cublas)
-  # NVML (GPU telemetry) is not linked: src/train/gpu_telemetry.cpp loads the driver's
+  # NVML (GPU telemetry) is not linked: src/train/monitoring/gpu_telemetry.cpp loads the driver's
   # libnvidia-ml.so.1 at run time, so neither nvml.h nor a link stub is needed to build.
 endif()
 if(TRELLIS_ENABLE_NCCL AND NOT TRELLIS_ENABLE_CUDA)

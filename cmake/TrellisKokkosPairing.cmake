@@ -9,7 +9,7 @@ function(trellis_check_kokkos_pairing)
   string(CONCAT fix "Pass -DKokkosKernels_ROOT=<the Kokkos Kernels install built against the "
          "Kokkos at '${Kokkos_DIR}'> (and -DKokkos_ROOT=<that Kokkos>); left as is, the build "
          "fails with misleading errors such as \"namespace Kokkos has no member Cuda\". See "
-         "README, \"Building by hand and on clusters\".")
+         "docs/building.md.")
   if(TARGET trilinos_kokkoskernels)
     set(kernels_packaging Trilinos)
   else()

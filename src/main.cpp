@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   ::umask(::umask(0) | 027);
   // FUNNELED is all Trellis needs: every MPI call comes from the main thread (Kokkos' host
   // threads never call MPI, and the watchdog thread ends the process without MPI, see
-  // train/watchdog.hpp). A library that gives less cannot run it correctly: say so and stop.
+  // train/faults/watchdog.hpp). A library that gives less cannot run it correctly: say so and stop.
   int provided = 0;
   if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "error: MPI_Init_thread failed\n");

@@ -6,7 +6,7 @@
 
 writes train.h5 and test.h5 (or train-0000i-of-0000K.h5 and test-0000i-of-0000K.h5), with
 /samples uint8 [N, 1, 28, 28], /labels int32 [N] and the root attributes described in
-README.md ("Data format"). mean/std come from the TRAIN images and are written into the test
+docs/data-formats.md. mean/std come from the TRAIN images and are written into the test
 files as well, so both splits are normalised alike. Needs numpy and h5py (Debian:
 python3-numpy, python3-h5py); the idx files may be gzipped (*.gz) or plain.
 """

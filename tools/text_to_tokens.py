@@ -6,7 +6,7 @@
 
 writes train.h5 and val.h5 (or train-0000i-of-0000K.h5 and val-0000i-of-0000K.h5): /tokens
 uint16 [N] holding the bytes of the UTF-8 text (tokenizer "bytes", vocab_size 256), chunked,
-and the root attributes described in README.md ("Token data format"). The sources are concatenated in
+and the root attributes described in docs/data-formats.md. The sources are concatenated in
 the order given; the LAST val-fraction of the bytes becomes the validation split, so the two
 splits never overlap. Each --src may be plain text, gzip (*.gz), or an R lazy-load database
 (*.rdb, e.g. the Jane Austen novels of Debian's r-cran-janeaustenr), whose character

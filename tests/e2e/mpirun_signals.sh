@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The supported way to stop an mpirun job early: SIGUSR1 to mpirun, which Open MPI forwards to
-# every rank (SIGTERM it handles itself: it kills the ranks and exits 1, see README). Two
+# every rank (SIGTERM it handles itself: it kills the ranks and exits 1, see docs/checkpoints-and-faults.md). Two
 # signals in quick succession, as an impatient user or a scheduler sends them: the second one,
 # arriving while the checkpoint is written, must change nothing. mpirun exits 75, the
 # checkpoint is complete, and a resumed run continues from it.

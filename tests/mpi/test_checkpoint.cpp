@@ -1,4 +1,4 @@
-// Checkpoint files (train/checkpoint_file.hpp) at any world size: round trips across layouts
+// Checkpoint files (train/files/checkpoint_file.hpp) at any world size: round trips across layouts
 // (row, q|k|v, column and middle-dim splits, replicated, scalar and empty tensors), listing /
 // `latest` (a hint; warnings when it dangles) / keep, checksum verification against flipped bits, a
 // truncated file, missing or reshaped tensors, and the root attributes. Every error must throw on

@@ -1,7 +1,7 @@
 // SampleDataset: a labelled sample dataset (images, feature vectors) stored in one or more
 // HDF5 files, read in parallel: every rank opens every shard, and reads only its samples.
 //
-// ---- File format "trellis.samples", version 1 (also in README.md ("Data format")) -------------
+// ---- File format "trellis.samples", version 1 (also in docs/data-formats.md) -------------
 //
 //   /samples   uint8 or float32, shape [N, ...] (one sample is [C, H, W], [D], ...; rank >= 2),
 //              chunked by rows (1024 rows per chunk by default)

@@ -1,7 +1,7 @@
 // TokenDataset: a stream of token ids (text for language models) stored in one or more HDF5
 // files, read in parallel: every rank opens every shard and reads only its own windows.
 //
-// ---- File format "trellis.tokens", version 1 (also in README.md ("Token data format"))
+// ---- File format "trellis.tokens", version 1 (also in docs/data-formats.md)
 // ---------------
 //
 //   /tokens    uint16 (vocab_size <= 65536) or uint32, shape [N], one token id per element,

@@ -1,4 +1,4 @@
-// Element-wise pieces of magnitude pruning (train/pruner.hpp), on any execution space.
+// Element-wise pieces of magnitude pruning (train/loop/pruner.hpp), on any execution space.
 //
 // Magnitudes are compared through the bits of |x|: for non-negative floats the IEEE-754 bit
 // pattern, read as an unsigned integer, orders like the value, so the k-th smallest

@@ -65,92 +65,50 @@ StepRunner::StepRunner(const TrainConfig& config, const ProcessGrid& grid, Train
       pruner_(pruner),
       log_(log) {}
 
+// Sums over this rank's part of the batch, reduced over the grid into the global batch's.
+struct StepRunner::BatchSums {
+  double loss_sum = 0;  // from the last pipeline stage; 0 on the others
+  double correct = 0;   // correct predictions, likewise
+  double targets = 0;   // loss terms: samples x rows per sample
+  double samples = 0;
+};
+
 StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
   Stopwatch whole;
   StepRecord record;
   record.epoch = epoch;
   record.step = completed_ + 1;
   record.lr = model_.schedule().lr(completed_);
-  StepTimes& times = record.times;
-  const MpiComm& dp = grid_.dp();
-  nn::Model& model = model_.model();
-  nn::ParameterStore& store = model_.store();
-  GradientSync& sync = model_.sync();
 
   Stopwatch phase;
   const LocalPart part = data_.load(epoch, step_in_epoch, completed_, buffers_);
   buffers_.upload(part.samples);
-  times.data += phase.fenced_seconds();
+  record.times.data += phase.fenced_seconds();
 
   faults_.before_step(record.step);
-  store.zero_grads();
-  const std::int64_t rows_per_sample = model.rows_per_sample();
-  // Mean over the global batch's targets: every rank scales by the same 1/(b x rows per
-  // sample), so the dp sum of gradients is the global mean.
-  float scale = 1.0f / static_cast<float>(part.global_samples * rows_per_sample);
-  // Loss scaling (fp16): every gradient carries the factor S until the optimizer divides it
-  // out; bit-exact for power-of-two S.
-  LossScaler& scaler = model_.loss_scaler();
-  record.loss_scale = scaler.scale();
-  if (scaler.enabled()) scale *= record.loss_scale;
-  if (faults_.poison_step(record.step)) scale = std::numeric_limits<float>::quiet_NaN();
-  // loss sum, correct predictions, loss terms (targets), samples
-  double sums[4] = {0.0, 0.0, static_cast<double>(part.samples * rows_per_sample),
-                    static_cast<double>(part.samples)};
-  const StepBatches batches(buffers_, part, config_.micro_batch(), config_.train.seed, completed_,
-                            model.takes_tokens());
-  StageTimes stage_times;
-  Communicator& tp = grid_.communicator(Axis::tp);
-  const double tp_blocked_before = tp.blocked_seconds();
-  sync.set_step(completed_);
-  const StageSums stage_sums = model_.engine().train(
-      batches, static_cast<int>(config_.accumulation_steps(dp.size())), scale, sync, stage_times);
-  sums[0] = stage_sums.loss_sum;  // from the last stage; 0 on the others
-  sums[1] = stage_sums.correct;
-  // The tp all-reduces run inside the layers, so inside the engine's compute time: move them.
-  const double tp_comm = tp.blocked_seconds() - tp_blocked_before;
-  times.compute += stage_times.compute - tp_comm;
-  times.tp_comm += tp_comm;
-  times.pipeline += stage_times.p2p;
-
-  // Exposed communication: what the overlap with backward did not hide.
+  BatchSums sums = forward_backward(part, record);
   phase.restart();
-  for (const std::string& name : model_.tied()) {  // the GPT's token table, first + last stage
-    const kernels::Vector grad = store.grad_vector(store.index(name));
-    grid_.embedding_group()->all_reduce(grad.data(), grad.extent(0), ReduceOp::sum);
-  }
-  sync.finish_reduction();
-  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, grid_.pp().get()));
-  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 4, MPI_DOUBLE, MPI_SUM, dp.get()));
-  times.comm += phase.seconds();
+  reduce_gradients(sums);
+  record.times.comm += phase.seconds();
 
   phase.restart();
-  record.loss_sum = sums[0];
-  record.correct = sums[1];
-  record.targets = sums[2];
-  record.samples = sums[3];
-  // The global norm: each rank's masked share, summed over the tp group and the pipeline
-  // stages, and over dp when ZeRO-1 left each dp rank a shard (otherwise the reduced
-  // gradients are equal over dp).
-  const FloatView grads = sync.update_grads();
+  record.loss_sum = sums.loss_sum;
+  record.correct = sums.correct;
+  record.targets = sums.targets;
+  record.samples = sums.samples;
+  const FloatView grads = model_.sync().update_grads();
   pruner_.mask_gradients(grads);  // pruned weights get no gradient, nor a share of the norm
-  double sum_of_squares = model_.norm_mask().sum_of_squares(grads);
-  TRELLIS_MPI(
-      MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_.tp().get()));
-  TRELLIS_MPI(
-      MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_.pp().get()));
-  if (sync.sharded())
-    TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, dp.get()));
-  const double scaled_norm = std::sqrt(sum_of_squares);
+  const double scaled_norm = global_norm(grads);
   record.grad_norm = scaled_norm / static_cast<double>(record.loss_scale);
-  record.grad_wire_bytes = sync.wire_bytes_per_step();
-  record.grad_fp32_bytes = sync.fp32_bytes_per_step();
+  record.grad_wire_bytes = model_.sync().wire_bytes_per_step();
+  record.grad_fp32_bytes = model_.sync().fp32_bytes_per_step();
   ++completed_;
   // A NaN or infinity anywhere reaches every rank through the reduced loss and the global
   // norm, so all ranks decide alike here, before anything is updated.
   const bool nonfinite = !std::isfinite(record.loss_sum) || !std::isfinite(scaled_norm);
   // The loss scaler takes an overflow while it can still back off; at its floor, or without
   // a dynamic scaler, a non-finite step is a divergence for fault.nonfinite.
+  LossScaler& scaler = model_.loss_scaler();
   if (scaler.update(nonfinite)) {
     overflow_skip(record, scaler.scale());
   } else if (nonfinite) {
@@ -163,27 +121,97 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
       record.masks_changed = true;
       model_.parameters_changed(completed_);
     }
-    times.optimizer += phase.seconds();
-    times.total = whole.seconds();
-    return record;
+    record.times.optimizer += phase.seconds();
+  } else {
+    consecutive_skips_ = 0;
+    update(record, grads, phase);
   }
-  consecutive_skips_ = 0;
-  // Clipping and unscaling ride in the update pass: the optimizer multiplies each gradient
-  // by clip / S as it reads it (1 when neither applies), the same floats as clipping in place.
+  record.times.total = whole.seconds();
+  return record;
+}
+
+StepRunner::BatchSums StepRunner::forward_backward(const LocalPart& part, StepRecord& record) {
+  const nn::Model& model = model_.model();
+  model_.store().zero_grads();
+  const std::int64_t rows_per_sample = model.rows_per_sample();
+  // Mean over the global batch's targets: every rank scales by the same 1/(b x rows per
+  // sample), so the dp sum of gradients is the global mean.
+  float scale = 1.0f / static_cast<float>(part.global_samples * rows_per_sample);
+  // Loss scaling (fp16): every gradient carries the factor S until the optimizer divides it
+  // out; bit-exact for power-of-two S.
+  const LossScaler& scaler = model_.loss_scaler();
+  record.loss_scale = scaler.scale();
+  if (scaler.enabled()) scale *= record.loss_scale;
+  if (faults_.poison_step(record.step)) scale = std::numeric_limits<float>::quiet_NaN();
+  const StepBatches batches(buffers_, part, config_.micro_batch(), config_.train.seed, completed_,
+                            model.takes_tokens());
+  StageTimes stage_times;
+  Communicator& tp = grid_.communicator(Axis::tp);
+  const double tp_blocked_before = tp.blocked_seconds();
+  GradientSync& sync = model_.sync();
+  sync.set_step(completed_);
+  const StageSums stage_sums = model_.engine().train(
+      batches, static_cast<int>(config_.accumulation_steps(grid_.dp().size())), scale, sync,
+      stage_times);
+  // The tp all-reduces run inside the layers, so inside the engine's compute time: move them.
+  const double tp_comm = tp.blocked_seconds() - tp_blocked_before;
+  record.times.compute += stage_times.compute - tp_comm;
+  record.times.tp_comm += tp_comm;
+  record.times.pipeline += stage_times.p2p;
+  BatchSums sums;
+  sums.loss_sum = stage_sums.loss_sum;
+  sums.correct = stage_sums.correct;
+  sums.targets = static_cast<double>(part.samples * rows_per_sample);
+  sums.samples = static_cast<double>(part.samples);
+  return sums;
+}
+
+// Exposed communication: what the overlap with backward did not hide.
+void StepRunner::reduce_gradients(BatchSums& sums) {
+  nn::ParameterStore& store = model_.store();
+  for (const std::string& name : model_.tied()) {  // the GPT's token table, first + last stage
+    const kernels::Vector grad = store.grad_vector(store.index(name));
+    grid_.embedding_group()->all_reduce(grad.data(), grad.extent(0), ReduceOp::sum);
+  }
+  model_.sync().finish_reduction();
+  // Loss and correct predictions come from the last stage (sum over pp), then all four over dp.
+  double packed[4] = {sums.loss_sum, sums.correct, sums.targets, sums.samples};
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, packed, 2, MPI_DOUBLE, MPI_SUM, grid_.pp().get()));
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, packed, 4, MPI_DOUBLE, MPI_SUM, grid_.dp().get()));
+  sums = BatchSums{packed[0], packed[1], packed[2], packed[3]};
+}
+
+// The global norm of the (loss-scaled) gradients: each rank's masked share, summed over the tp
+// group and the pipeline stages, and over dp when ZeRO-1 left each dp rank a shard (otherwise
+// the reduced gradients are equal over dp).
+double StepRunner::global_norm(const FloatView& grads) const {
+  double sum_of_squares = model_.norm_mask().sum_of_squares(grads);
+  TRELLIS_MPI(
+      MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_.tp().get()));
+  TRELLIS_MPI(
+      MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_.pp().get()));
+  if (model_.sync().sharded())
+    TRELLIS_MPI(
+        MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_.dp().get()));
+  return std::sqrt(sum_of_squares);
+}
+
+// Clipping and unscaling ride in the update pass: the optimizer multiplies each gradient by
+// clip / S as it reads it (1 when neither applies), the same floats as clipping in place.
+void StepRunner::update(StepRecord& record, const FloatView& grads, Stopwatch& phase) {
+  GradientSync& sync = model_.sync();
   float multiplier = clip_coefficient(record.grad_norm, config_.optim.clip_norm);
-  if (scaler.enabled()) multiplier *= 1.0f / record.loss_scale;
+  if (model_.loss_scaler().enabled()) multiplier *= 1.0f / record.loss_scale;
   model_.optimizer().step(sync.update_params(), grads, record.lr, multiplier);
   pruner_.mask_update_params(sync.update_params());
-  times.optimizer += phase.fenced_seconds();
+  record.times.optimizer += phase.fenced_seconds();
   phase.restart();
   sync.finish_update();  // ZeRO-1: all-gather the updated shards
-  times.comm += phase.seconds();
+  record.times.comm += phase.seconds();
   phase.restart();
   record.masks_changed = pruner_.after_step(completed_);
   model_.parameters_changed(completed_);  // the 16-bit compute copy, with autocast
-  times.optimizer += phase.fenced_seconds();
-  times.total = whole.seconds();
-  return record;
+  record.times.optimizer += phase.fenced_seconds();
 }
 
 void StepRunner::overflow_skip(StepRecord& record, float new_scale) {

@@ -24,6 +24,28 @@ namespace trellis {
 
 Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log)
     : config_(std::move(config)), node_(node), log_(log) {
+  make_grid(world);
+  open_data();
+  total_steps_ = config_.train.epochs * train_data_->steps_per_epoch();
+  if (config_.train.max_steps > 0) total_steps_ = std::min(config_.train.max_steps, total_steps_);
+  build_parts();
+  // Before anything in run.dir is rewritten: a checkpoint that cannot be used stops the run
+  // with the files of the previous run intact.
+  std::optional<ResumePoint> resumed;
+  {
+    ReadingPaused paused(*train_data_);
+    resumed = checkpoints_->resume_if_asked();
+  }
+  if (resumed) {
+    runner_->restore(resumed->step, resumed->skipped_steps);
+    checkpointed_step_ = resumed->step;
+  }
+  open_outputs(resumed.has_value());
+  parameter_count_ = model_->logical_parameter_count(*grid_);  // collective over tp and pp
+  log_setup();
+}
+
+void Trainer::make_grid(MPI_Comm world) {
   run_agreed(world, log_, [&] {
     grid_ = std::make_unique<ProcessGrid>(world, config_.parallel.tp, config_.parallel.pp,
                                           config_.derived.backend);
@@ -33,12 +55,13 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
     log_.warn("the tensor-parallel group of " + std::to_string(grid_->size(Axis::tp)) +
               " ranks spans nodes: its per-layer all-reduces leave the node (place tp ranks "
               "on one node, e.g. parallel.tp <= GPUs per node with block rank placement)");
+}
+
+// The model and the parts that act on it each step.
+void Trainer::build_parts() {
   const MPI_Comm all = grid_->world().get();
-  open_data();
   const DataShape shape = train_data_->shape();
   const int dp = grid_->size(Axis::dp);
-  total_steps_ = config_.train.epochs * train_data_->steps_per_epoch();
-  if (config_.train.max_steps > 0) total_steps_ = std::min(config_.train.max_steps, total_steps_);
   const std::int64_t eval_rows = test_data_ ? config_.train.eval_batch : 0;
   const std::int64_t capacity = std::max(config_.micro_batch(), eval_rows);
   run_agreed(all, log_, [&] {
@@ -69,18 +92,11 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
   stop_policy_ = std::make_unique<StopPolicy>(config_, all);
   early_stopping_ = std::make_unique<EarlyStopping>(config_.early_stop);
   watchdog_ = std::make_unique<Watchdog>(config_.fault.timeout_s, grid_->rank());
+}
 
-  // Before anything in run.dir is rewritten: a checkpoint that cannot be used stops the run
-  // with the files of the previous run intact.
-  std::optional<ResumePoint> resumed;
-  {
-    ReadingPaused paused(*train_data_);
-    resumed = checkpoints_->resume_if_asked();
-  }
-  if (resumed) {
-    runner_->restore(resumed->step, resumed->skipped_steps);
-    checkpointed_step_ = resumed->step;
-  }
+// config.ini, the metrics and their sinks (rank 0 writes), the heartbeats of the watchdog.
+void Trainer::open_outputs(bool resumed) {
+  const MPI_Comm all = grid_->world().get();
   const bool writer = grid_->rank() == 0;
   const std::int64_t tokens =
       model_->model().takes_tokens() ? model_->model().rows_per_sample() : 0;
@@ -93,8 +109,8 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
     out << config_.to_ini();
     if (!out) throw Error("cannot write " + config_.run_dir + "/config.ini");
     metrics_->add_sink(std::make_unique<JsonlSink>(config_.run_dir, resumed ? step() : -1));
-    metrics_->add_sink(std::make_unique<TensorBoardSink>(config_.run_dir, resumed.has_value(),
-                                                         config_.to_ini(), step(), log_));
+    metrics_->add_sink(std::make_unique<TensorBoardSink>(config_.run_dir, resumed, config_.to_ini(),
+                                                         step(), log_));
     metrics_->add_sink(std::make_unique<ConsoleSink>(
         log_, want_progress_bar(config_.log.progress.c_str(), grid_->rank())));
   });
@@ -109,8 +125,6 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
   if (!metrics_->gpu().available() && writer)
     log_.warn("GPU telemetry unavailable: " + metrics_->gpu().unavailable_reason());
 #endif
-  parameter_count_ = model_->logical_parameter_count(*grid_);  // collective over tp and pp
-  log_setup();
 }
 
 Trainer::~Trainer() {

@@ -22,6 +22,7 @@
 
 #include "trellis/comm/process_grid.hpp"
 #include "trellis/core/log.hpp"
+#include "trellis/core/timer.hpp"
 #include "trellis/train/config/train_config.hpp"
 #include "trellis/train/faults/fault_injector.hpp"
 #include "trellis/train/input/batch_buffers.hpp"
@@ -56,6 +57,15 @@ class StepRunner {
   }
 
  private:
+  struct BatchSums;
+  // Zeroes the gradients and runs forward and backward over the micro-batches (loss scaled
+  // 1/targets x S); this rank's sums.
+  BatchSums forward_backward(const LocalPart& part, StepRecord& record);
+  // Tied tables, the dp buckets, the sums over pp and dp.
+  void reduce_gradients(BatchSums& sums);
+  double global_norm(const FloatView& grads) const;  // of the loss-scaled gradients
+  // Optimizer, ZeRO-1 all-gather, pruning masks, the 16-bit compute copy.
+  void update(StepRecord& record, const FloatView& grads, Stopwatch& phase);
   void skip(StepRecord& record);  // the fault.nonfinite policy
   // A loss-scaler overflow: skipped and counted, never against fault.max_skips.
   void overflow_skip(StepRecord& record, float new_scale);

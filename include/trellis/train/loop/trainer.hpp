@@ -1,6 +1,14 @@
 // Trainer: wires the parts of a training run over the dp x tp x pp process grid together and
 // runs the loop over steps.
 //
+// owns: the process grid (comm/process_grid), the datasets (input/), the TrainingModel
+//       (loop/training_model: layers, pipeline engine, gradient sync, optimizer, schedule),
+//       the batch buffers, StepRunner (loop/step_runner), Pruner (loop/pruner),
+//       CheckpointManager (loop/checkpoint_manager), StopPolicy and EarlyStopping
+//       (loop/stop_policy), Metrics and its sinks (monitoring/), PerformanceModel
+//       (monitoring/performance_model), FaultInjector and Watchdog (faults/)
+// see:  src/train/README.md for where each concern lives
+//
 //   setup      process grid -> node-local staging -> datasets -> TrainingModel (layers,
 //              pipeline engine, dp reduction, optimizer, schedule) -> performance model ->
 //              resume (before run.dir is touched) -> config.ini and the metrics sinks
@@ -56,7 +64,10 @@ class Trainer {
   const nn::ParameterStore& parameters() const { return model_->store(); }
 
  private:
+  void make_grid(MPI_Comm world);  // and the batch arithmetic that needs dp
   void open_data();
+  void build_parts();
+  void open_outputs(bool resumed);
   void log_setup() const;
   ExitCode train();
   void checkpoint();
