@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 
 namespace trellis {
 
@@ -32,7 +31,14 @@ void check_compatible(const std::string& dir, const TrainConfig& stored,
 CheckpointManager::CheckpointManager(const TrainConfig& config, const ProcessGrid& grid,
                                      TrainingModel& model, const FaultInjector& faults,
                                      Pruner& pruner, const Logger& log)
-    : config_(config), grid_(grid), model_(model), faults_(faults), pruner_(pruner), log_(log) {}
+    : config_(config),
+      grid_(grid),
+      model_(model),
+      faults_(faults),
+      log_(log),
+      powersgd_(config, grid, model.sync()),
+      loss_scaler_(model.loss_scaler()),
+      parts_{&powersgd_, &pruner, &loss_scaler_} {}
 
 std::vector<TensorPiece> CheckpointManager::pieces(bool with_optimizer) const {
   const GridCoords& at = grid_.coords();
@@ -91,46 +97,9 @@ std::vector<TensorPiece> CheckpointManager::pieces(bool with_optimizer) const {
   return pieces;
 }
 
-std::vector<TensorPiece> CheckpointManager::powersgd_pieces() {
-  const PowerSgd* power = model_.sync().powersgd();
-  if (power == nullptr) return {};
-  const MPI_Comm world = grid_.world().get();
-  auto row = static_cast<long long>(power->state_floats());
-  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &row, 1, MPI_LONG_LONG, MPI_MAX, world));
-  const auto length = static_cast<std::size_t>(row);
-  if (powersgd_staging_.extent(0) != length)
-    powersgd_staging_ = FloatView("trellis::checkpoint::powersgd_row", length);
-  TensorPiece piece;
-  piece.name = "powersgd/state";
-  piece.logical_shape = {grid_.world().size(), static_cast<std::int64_t>(length)};
-  const auto rank = static_cast<std::size_t>(grid_.rank());
-  piece.range_begin = rank * length;
-  piece.range_end = (rank + 1) * length;
-  piece.writer = true;
-  piece.local = powersgd_staging_;
-  return {piece};
-}
-
-bool CheckpointManager::powersgd_state_fits(const CheckpointInfo& info) const {
-  const auto count = [&](const char* key) {
-    return info.counters.count(key) ? info.counters.at(key) : -1;
-  };
-  return model_.sync().powersgd() != nullptr && count("powersgd_world") == grid_.world().size() &&
-         count("powersgd_tp") == config_.parallel.tp &&
-         count("powersgd_pp") == config_.parallel.pp &&
-         count("powersgd_rank") == config_.parallel.powersgd_rank &&
-         count("powersgd_min_compression_x1000") ==
-             static_cast<std::int64_t>(config_.parallel.powersgd_min_compression * 1000);
-}
-
 std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_steps) {
   faults_.in_checkpoint(step);
   std::vector<TensorPiece> all = pieces(true);
-  for (TensorPiece& piece : powersgd_pieces()) {
-    model_.sync().powersgd()->save_state(piece.local);
-    all.push_back(std::move(piece));
-  }
-  for (TensorPiece& piece : pruner_.mask_pieces()) all.push_back(std::move(piece));
   CheckpointInfo info;
   info.step = step;
   info.config_ini = config_.to_ini();
@@ -138,78 +107,24 @@ std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_step
   info.counters["global_batch"] = config_.train.global_batch;
   info.counters["optimizer_steps"] = model_.optimizer().step_count();
   info.counters["skipped_steps"] = skipped_steps;
-  if (pruner_.enabled()) info.counters["prune_masks"] = pruner_.checkpoint_kind();
-  if (model_.sync().powersgd() != nullptr) {  // the layout its per-rank state belongs to
-    info.counters["powersgd_world"] = grid_.world().size();
-    info.counters["powersgd_tp"] = config_.parallel.tp;
-    info.counters["powersgd_pp"] = config_.parallel.pp;
-    info.counters["powersgd_rank"] = config_.parallel.powersgd_rank;
-    info.counters["powersgd_min_compression_x1000"] =
-        static_cast<std::int64_t>(config_.parallel.powersgd_min_compression * 1000);
-  }
-  const LossScaler& scaler = model_.loss_scaler();
-  if (scaler.enabled()) {  // bit-exact: the float's bits as an integer
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &scaler.state().scale, sizeof bits);
-    info.counters["loss_scale_bits"] = bits;
-    info.counters["loss_scale_growth_tracker"] = scaler.state().growth_tracker;
-    info.counters["loss_scale_hysteresis_left"] = scaler.state().hysteresis_left;
-    info.counters["loss_scale_overflows"] = scaler.state().overflows;
-  }
+  for (CheckpointPart* part : parts_) part->save(all, info);
   return write_checkpoint(config_.derived.checkpoint_dir, all, info,
                           static_cast<int>(config_.ckpt.keep), grid_.world().get(), Hdf5Tuning{},
                           faults_.checkpoint_write_hook(step));
-}
-
-void CheckpointManager::restore_loss_scaler(const CheckpointInfo& info) {
-  // A checkpoint without scaler state (an fp32 or bf16 run) leaves the scaler at its start.
-  if (!info.counters.count("loss_scale_bits")) return;
-  LossScaler::State state;
-  const auto bits = static_cast<std::uint32_t>(info.counters.at("loss_scale_bits"));
-  std::memcpy(&state.scale, &bits, sizeof bits);
-  state.growth_tracker = info.counters.count("loss_scale_growth_tracker")
-                             ? info.counters.at("loss_scale_growth_tracker")
-                             : 0;
-  state.hysteresis_left = info.counters.count("loss_scale_hysteresis_left")
-                              ? info.counters.at("loss_scale_hysteresis_left")
-                              : 0;
-  state.overflows =
-      info.counters.count("loss_scale_overflows") ? info.counters.at("loss_scale_overflows") : 0;
-  try {
-    model_.loss_scaler().restore(state);
-  } catch (const Error& e) {
-    throw InputError(std::string(e.what()));
-  }
 }
 
 void CheckpointManager::load(const std::string& dir, const CheckpointInfo& info) {
   const MPI_Comm world = grid_.world().get();
   verify_checkpoint(dir, world);
   std::vector<TensorPiece> all = pieces(true);
-  const bool powersgd = powersgd_state_fits(info);
-  if (powersgd)
-    for (TensorPiece& piece : powersgd_pieces()) all.push_back(std::move(piece));
-  // Masks of a run pruned the same way (a run that starts pruning from a dense checkpoint, or
-  // changes prune.method, starts with none pruned; one that stops pruning trains the zeros it
-  // has from there on).
-  const auto stored_masks = info.counters.find("prune_masks");
-  const bool masks = pruner_.enabled() && stored_masks != info.counters.end() &&
-                     stored_masks->second == pruner_.checkpoint_kind();
-  if (pruner_.enabled() && stored_masks != info.counters.end() && !masks)
-    log_.warn(dir + ": its pruning masks are of another prune.method; this run starts its own");
-  if (masks)
-    for (TensorPiece& piece : pruner_.mask_pieces()) all.push_back(std::move(piece));
-  read_checkpoint(dir, all, world);
-  if (powersgd) {
-    model_.sync().powersgd()->load_state(powersgd_staging_);
-  } else if (model_.sync().powersgd() != nullptr && grid_.rank() == 0) {
-    log_.warn("resume: " + dir +
-              " holds no PowerSGD state for this layout; its error "
-              "feedback restarts at zero and Q is drawn afresh");
+  for (CheckpointPart* part : parts_) {
+    const std::string warning = part->pieces_to_load(dir, info, all);
+    if (!warning.empty() && grid_.rank() == 0) log_.warn(warning);
   }
+  read_checkpoint(dir, all, world);
   // ZeRO-1: the master copy of this rank's parameters (the state was read into the shard).
   model_.sync().load_shard_from_params();
-  if (masks) pruner_.masks_loaded();
+  for (CheckpointPart* part : parts_) part->loaded(info);
 }
 
 std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
@@ -259,7 +174,6 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
       Stopwatch watch;
       load(dir, info);
       model_.optimizer().set_step_count(info.counters.at("optimizer_steps"));
-      restore_loss_scaler(info);
       model_.parameters_changed(info.step);
       ResumePoint point;
       point.dir = dir;

@@ -209,8 +209,26 @@ void Pruner::zero_pruned() {
     kernels::apply_mask(update_mask_, state);
 }
 
-void Pruner::masks_loaded() {
+void Pruner::save(std::vector<TensorPiece>& pieces, CheckpointInfo& info) {
   if (!enabled_) return;
+  for (TensorPiece& piece : mask_pieces()) pieces.push_back(std::move(piece));
+  info.counters["prune_masks"] = checkpoint_kind();
+}
+
+std::string Pruner::pieces_to_load(const std::string& dir, const CheckpointInfo& info,
+                                   std::vector<TensorPiece>& pieces) {
+  const auto stored = info.counters.find("prune_masks");
+  loading_ = enabled_ && stored != info.counters.end() && stored->second == checkpoint_kind();
+  if (loading_)
+    for (TensorPiece& piece : mask_pieces()) pieces.push_back(std::move(piece));
+  if (enabled_ && stored != info.counters.end() && !loading_)
+    return dir + ": its pruning masks are of another prune.method; this run starts its own";
+  return "";
+}
+
+void Pruner::loaded(const CheckpointInfo&) {
+  if (!loading_) return;
+  loading_ = false;
   refresh_update_mask();
   zero_pruned();
 }

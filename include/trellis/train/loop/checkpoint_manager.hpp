@@ -8,13 +8,11 @@
 //                              momentum_buffer, square_avg) per parameter; with ZeRO-1 each dp
 //                              rank writes and reads the ranges of its own shard
 //   buffers/<name>             BatchNorm running statistics
-//   masks/<name>               pruning masks (prune.method != none; counter prune_masks)
-//   powersgd/state             [world, L]: row r is rank r's PowerSGD Q and error feedback
-//                              (zero-padded to the longest rank's L); loaded only on the
-//                              same layout (world, tp, pp, rank), else restarted with a warning
-// plus the step, the optimizer's step count, the skipped steps, the loss scaler's state, the global
-// batch, the resolved config and the build. Randomness needs no state: every draw is keyed by
-// (seed, step, position). model.h5 holds params/ and buffers/ in the weights format.
+// plus the step, the optimizer's step count, the skipped steps, the global batch, the resolved
+// config and the build. Parts with state of their own add theirs the same way
+// (checkpoint_part.hpp): the pruner its masks/<name>, PowerSGD its powersgd/state
+// (checkpoint_parts.hpp), the loss scaler its counters. Randomness needs no state: every draw is
+// keyed by (seed, step, position). model.h5 holds params/ and buffers/ in the weights format.
 #pragma once
 
 #include "trellis/comm/process_grid.hpp"
@@ -22,6 +20,7 @@
 #include "trellis/train/config/train_config.hpp"
 #include "trellis/train/faults/fault_injector.hpp"
 #include "trellis/train/files/checkpoint_file.hpp"
+#include "trellis/train/loop/checkpoint_parts.hpp"
 #include "trellis/train/loop/pruner.hpp"
 #include "trellis/train/loop/training_model.hpp"
 
@@ -62,21 +61,17 @@ class CheckpointManager {
   // Every tensor a checkpoint (with_optimizer) or model.h5 holds, as this rank's pieces.
   std::vector<TensorPiece> pieces(bool with_optimizer) const;
   void load(const std::string& dir, const CheckpointInfo& info);
-  // The powersgd/state piece of this rank, over powersgd_staging_ (sized here); none when
-  // PowerSGD is off. Collective (the row length is the world's maximum).
-  std::vector<TensorPiece> powersgd_pieces();
-  // Whether a checkpoint's PowerSGD state fits this run (the same world, layout and rank).
-  bool powersgd_state_fits(const CheckpointInfo& info) const;
-  // The loss scaler's state from a checkpoint's counters (loss_scale_bits: the float's bits).
-  void restore_loss_scaler(const CheckpointInfo& info);
 
   const TrainConfig& config_;
   const ProcessGrid& grid_;
   TrainingModel& model_;
   const FaultInjector& faults_;
-  Pruner& pruner_;
   Logger log_;
-  FloatView powersgd_staging_;  // [L]: this rank's row of powersgd/state
+  PowerSgdCheckpoint powersgd_;
+  LossScalerCheckpoint loss_scaler_;
+  // The parts with state of their own (checkpoint_part.hpp), in the order their tensors are
+  // written: PowerSGD, the pruner's masks, the loss scaler.
+  std::vector<CheckpointPart*> parts_;
 };
 
 }  // namespace trellis

@@ -38,6 +38,7 @@
 #include "trellis/optim/sparsity_schedule.hpp"
 #include "trellis/train/config/train_config.hpp"
 #include "trellis/train/files/tensor_piece.hpp"
+#include "trellis/train/loop/checkpoint_part.hpp"
 #include "trellis/train/loop/training_model.hpp"
 #include "trellis/train/monitoring/metrics_sink.hpp"
 
@@ -47,7 +48,7 @@
 
 namespace trellis {
 
-class Pruner {
+class Pruner : public CheckpointPart {
  public:
   // total_steps: the run's length (prune.end_step = 0 means it). The model must outlive this.
   Pruner(const PruneConfig& config, std::int64_t total_steps, const ProcessGrid& grid,
@@ -70,14 +71,19 @@ class Pruner {
   // every rank. Collective over the world.
   std::vector<LayerSparsity> sparsity() const;
 
-  // The masks as checkpoint pieces (masks/<name>): written once per logical element, read by
-  // every rank that holds a piece.
+  // A checkpoint part (checkpoint_part.hpp): the masks as pieces masks/<name>, written once per
+  // logical element and read by every rank that holds a piece, and the counter prune_masks
+  // (1 magnitude, 2 structured). Masks of the other method are not loaded: a run that starts
+  // pruning from a dense checkpoint, or changes prune.method, starts with none pruned; one
+  // that stops pruning trains the zeros it has from there on.
+  void save(std::vector<TensorPiece>& pieces, CheckpointInfo& info) override;
+  std::string pieces_to_load(const std::string& dir, const CheckpointInfo& info,
+                             std::vector<TensorPiece>& pieces) override;
+  // The update-space copy of the masks and the pruned weights, after the masks were read.
+  void loaded(const CheckpointInfo& info) override;
   std::vector<TensorPiece> mask_pieces() const;
-  // The checkpoint counter that says which masks a checkpoint holds (prune_masks): 1
-  // magnitude, 2 structured; masks of the other method are not loaded.
+  // Which masks it checkpoints (the counter prune_masks): 0 none, 1 magnitude, 2 structured.
   int checkpoint_kind() const { return !enabled_ ? 0 : structured_ ? 2 : 1; }
-  // After the masks were read from a checkpoint: the update-space copy and the weights.
-  void masks_loaded();
 
  private:
   struct Units {  // nn::PrunableUnits as store indices
@@ -95,6 +101,7 @@ class Pruner {
   bool counts_here(std::size_t target) const;  // whether this rank counts the target's piece
 
   bool enabled_ = false;
+  bool loading_ = false;  // between pieces_to_load() and loaded()
   bool structured_ = false;
   bool global_ = false;
   SparsitySchedule schedule_;
