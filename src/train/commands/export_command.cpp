@@ -58,37 +58,15 @@ std::vector<std::int64_t> surviving_units(const SavedModel& m, const nn::Prunabl
   return keep;
 }
 
-void export_pruned(const ExportOptions& options, const Logger& log) {
-  if (is_int8_weights(options.weights))
-    throw ConfigError(options.weights + " is an int8 model; export --prune takes fp32 weights");
-  TrainConfig config = saved_config(options.weights);
-  const DataShape shape = shape_from_weights(config, options.weights);
-  SavedModel dense;
-  open_saved_model(dense, options.weights, config, shape, 1);
-
-  // Which indices of which dim each tensor keeps.
+// Which indices of which dim each tensor keeps, and the surviving width of every unit group.
+struct Selection {
   std::map<std::string, std::pair<int, std::vector<std::int64_t>>> rows, columns;
   std::vector<int> widths;
-  std::string summary;
-  for (const nn::PrunableUnits& units : dense.model->prunable_units()) {
-    const std::vector<std::int64_t> keep = surviving_units(dense, units);
-    const std::int64_t before = dense.store.info(dense.store.index(units.weight)).logical_shape[0];
-    widths.push_back(static_cast<int>(keep.size()));
-    summary += format_text("%s%s %lld -> %zu", summary.empty() ? "" : ", ", units.weight.c_str(),
-                           static_cast<long long>(before), keep.size());
-    rows[units.weight] = {0, keep};
-    for (const std::string& name : units.followers) rows[name] = {0, keep};
-    for (const std::string& name : units.follower_buffers) rows[name] = {0, keep};
-    if (!units.consumer.empty()) columns[units.consumer] = {1, keep};
-  }
-  if (widths.empty())
-    throw ConfigError(options.weights + ": the model has no prunable units to remove");
-  model_registration(config.model.type).set_pruned_widths(config.model, widths);
-  config.prune.method = "none";  // the exported model is the result, not a run to prune
+  std::string summary;  // "fc1.weight 256 -> 97, ..."
 
-  SavedModel small;
-  build_saved_model(small, config, shape, 1);
-  auto selected = [&](const std::string& name, std::vector<float> values, Shape logical) {
+  // x (logical shape `logical`) with only the kept rows and columns of tensor `name`.
+  std::vector<float> apply(const std::string& name, std::vector<float> values,
+                           Shape logical) const {
     for (const auto* which : {&rows, &columns}) {
       const auto it = which->find(name);
       if (it == which->end()) continue;
@@ -97,13 +75,35 @@ void export_pruned(const ExportOptions& options, const Logger& log) {
           static_cast<std::int64_t>(it->second.second.size());
     }
     return values;
-  };
+  }
+};
+
+Selection select_surviving(const SavedModel& dense) {
+  Selection s;
+  for (const nn::PrunableUnits& units : dense.model->prunable_units()) {
+    const std::vector<std::int64_t> keep = surviving_units(dense, units);
+    const std::int64_t before = dense.store.info(dense.store.index(units.weight)).logical_shape[0];
+    s.widths.push_back(static_cast<int>(keep.size()));
+    s.summary += format_text("%s%s %lld -> %zu", s.summary.empty() ? "" : ", ",
+                             units.weight.c_str(), static_cast<long long>(before), keep.size());
+    s.rows[units.weight] = {0, keep};
+    for (const std::string& name : units.followers) s.rows[name] = {0, keep};
+    for (const std::string& name : units.follower_buffers) s.rows[name] = {0, keep};
+    if (!units.consumer.empty()) s.columns[units.consumer] = {1, keep};
+  }
+  return s;
+}
+
+// The small model's parameters and buffers, filled with what the dense one keeps, as pieces
+// of a weights file.
+std::vector<TensorPiece> selected_pieces(const SavedModel& dense, SavedModel& small,
+                                         const Selection& selection) {
   std::vector<TensorPiece> pieces;
   for (std::size_t i = 0; i < small.store.size(); ++i) {
     const nn::ParamInfo& info = small.store.info(i);
     const std::size_t source = dense.store.index(info.name);
-    copy_from_host(selected(info.name, to_host_vector(dense.store.param(source)),
-                            dense.store.info(source).logical_shape),
+    copy_from_host(selection.apply(info.name, to_host_vector(dense.store.param(source)),
+                                   dense.store.info(source).logical_shape),
                    small.store.param(i));
     TensorPiece piece;
     piece.name = "params/" + info.name;
@@ -117,8 +117,8 @@ void export_pruned(const ExportOptions& options, const Logger& log) {
     for (const nn::NamedBuffer& from : dense_buffers) {
       if (from.name != buffer.name) continue;
       const FloatView values(from.data.data(), from.data.extent(0));
-      copy_from_host(selected(from.name, to_host_vector(values),
-                              {static_cast<std::int64_t>(from.data.extent(0))}),
+      copy_from_host(selection.apply(from.name, to_host_vector(values),
+                                     {static_cast<std::int64_t>(from.data.extent(0))}),
                      FloatView(buffer.data.data(), buffer.data.extent(0)));
     }
     TensorPiece piece;
@@ -128,17 +128,36 @@ void export_pruned(const ExportOptions& options, const Logger& log) {
     piece.local = FloatView(buffer.data.data(), buffer.data.extent(0));
     pieces.push_back(std::move(piece));
   }
-  write_weights_file(options.out, pieces, config.to_ini(), MPI_COMM_SELF);
-  const auto count = [](const nn::ParameterStore& store) {
-    std::int64_t total = 0;
-    for (std::size_t i = 0; i < store.size(); ++i)
-      total += shape_numel(store.info(i).logical_shape);
-    return total;
-  };
-  log.info(format_text(
-      "export: %s -> %s (%s): %s; parameters %lld -> %lld", options.weights.c_str(),
-      options.out.c_str(), small.model->describe().c_str(), summary.c_str(),
-      static_cast<long long>(count(dense.store)), static_cast<long long>(count(small.store))));
+  return pieces;
+}
+
+std::int64_t parameter_count(const nn::ParameterStore& store) {
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < store.size(); ++i) total += shape_numel(store.info(i).logical_shape);
+  return total;
+}
+
+void export_pruned(const ExportOptions& options, const Logger& log) {
+  if (is_int8_weights(options.weights))
+    throw ConfigError(options.weights + " is an int8 model; export --prune takes fp32 weights");
+  TrainConfig config = saved_config(options.weights);
+  const DataShape shape = shape_from_weights(config, options.weights);
+  SavedModel dense;
+  open_saved_model(dense, options.weights, config, shape, 1);
+  const Selection selection = select_surviving(dense);
+  if (selection.widths.empty())
+    throw ConfigError(options.weights + ": the model has no prunable units to remove");
+  model_registration(config.model.type).set_pruned_widths(config.model, selection.widths);
+  config.prune.method = "none";  // the exported model is the result, not a run to prune
+  SavedModel small;
+  build_saved_model(small, config, shape, 1);
+  write_weights_file(options.out, selected_pieces(dense, small, selection), config.to_ini(),
+                     MPI_COMM_SELF);
+  log.info(format_text("export: %s -> %s (%s): %s; parameters %lld -> %lld",
+                       options.weights.c_str(), options.out.c_str(),
+                       small.model->describe().c_str(), selection.summary.c_str(),
+                       static_cast<long long>(parameter_count(dense.store)),
+                       static_cast<long long>(parameter_count(small.store))));
 }
 
 }  // namespace

@@ -47,6 +47,73 @@ std::int64_t file_bytes(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : -1;
 }
 
+// Each target layer's input range over every rank's calibration samples and (percentile,
+// entropy) the histogram of its values. Collective over comm.
+struct Calibration {
+  std::vector<nn::ActivationObserver> observers;  // one per target, reduced over the ranks
+  std::vector<float> lows, highs;
+};
+
+Calibration calibrate(nn::Model& model, const std::vector<nn::Layer*>& targets, EvalSource& data,
+                      nn::CalibrationMethod method, std::int64_t batch, const MpiComm& comm,
+                      const Logger& log) {
+  const std::int64_t share = data.local_samples();
+  BatchBuffers buffers(batch, data.shape().feature_numel, data.shape().seq_len);
+  Calibration c;
+  c.observers.resize(targets.size());
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    nn::set_input_observer(*targets[i], &c.observers[i]);
+  run_agreed(comm.get(), log, [&] { forward_over(model, data, buffers, share, batch); });
+  // Ranges agreed over the ranks, then (percentile, entropy) the histograms summed.
+  c.lows.resize(targets.size()), c.highs.resize(targets.size());
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    c.lows[i] = c.observers[i].min(), c.highs[i] = c.observers[i].max();
+  const int count = static_cast<int>(targets.size());
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, c.lows.data(), count, MPI_FLOAT, MPI_MIN, comm.get()));
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, c.highs.data(), count, MPI_FLOAT, MPI_MAX, comm.get()));
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    c.observers[i].start_histogram(c.lows[i], c.highs[i]);
+  if (method != nn::CalibrationMethod::minmax) {
+    run_agreed(comm.get(), log, [&] { forward_over(model, data, buffers, share, batch); });
+    for (nn::ActivationObserver& o : c.observers)
+      TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, o.histogram().data(), nn::ActivationObserver::kBins,
+                                MPI_DOUBLE, MPI_SUM, comm.get()));
+  }
+  for (nn::Layer* layer : targets) nn::set_input_observer(*layer, nullptr);
+  return c;
+}
+
+// The int8 form of every target, its input scales chosen from the calibration and a
+// convolution's BatchNorm folded in; one log line per layer.
+std::vector<nn::Int8Layer> quantize_targets(nn::Model& model, const nn::ParameterStore& store,
+                                            const std::vector<nn::Layer*>& targets,
+                                            const Calibration& c, nn::CalibrationMethod method,
+                                            double percentile, const Logger& log) {
+  std::map<std::string, const nn::BatchNorm2d*> norms;
+  model.for_each_layer([&](nn::Layer& layer) {
+    if (const auto* norm = dynamic_cast<const nn::BatchNorm2d*>(&layer)) norms[norm->name()] = norm;
+  });
+  std::map<std::string, const nn::BatchNorm2d*> folds;  // the BatchNorms that fold in
+  for (const auto& [conv, norm] : model.conv_batchnorm_pairs()) folds[conv] = norms.at(norm);
+  std::vector<nn::Int8Layer> quantized;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const kernels::ActivationQuant input = c.observers[i].choose(method, percentile);
+    const auto fold = folds.find(targets[i]->name());
+    quantized.push_back(nn::quantize_layer(*targets[i], store, input,
+                                           fold == folds.end() ? nullptr : fold->second));
+    log.info(format_text(
+        "quantize: %-28s %-16s input %s range [%.4g, %.4g], scale %.4g (clips at %.4g)%s",
+        targets[i]->name().c_str(), shape_string(quantized.back().weight_shape).c_str(),
+        kernels::quant_type_name(input.type), c.lows[i], c.highs[i],
+        static_cast<double>(input.scale),
+        static_cast<double>(input.scale) * (input.type == kernels::QuantType::u8 ? 255.0 : 127.0),
+        quantized.back().folded_norm.empty()
+            ? ""
+            : (", " + quantized.back().folded_norm + " folded in").c_str()));
+  }
+  return quantized;
+}
+
 }  // namespace
 
 void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logger& log) {
@@ -81,52 +148,11 @@ void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logg
     if (targets.empty())
       throw ConfigError(options.weights + ": the model has no Linear or Conv2d layers to quantize");
   });
-  const std::int64_t share = data->local_samples();
   const long long calibrated = data->total_samples();
-  BatchBuffers buffers(options.batch, data->shape().feature_numel, data->shape().seq_len);
-  std::vector<nn::ActivationObserver> observers(targets.size());
-  for (std::size_t i = 0; i < targets.size(); ++i)
-    nn::set_input_observer(*targets[i], &observers[i]);
-  run_agreed(comm.get(), log, [&] { forward_over(*model, *data, buffers, share, options.batch); });
-  // Ranges agreed over the ranks, then (percentile, entropy) the histograms summed.
-  std::vector<float> lows(targets.size()), highs(targets.size());
-  for (std::size_t i = 0; i < targets.size(); ++i)
-    lows[i] = observers[i].min(), highs[i] = observers[i].max();
-  const int count = static_cast<int>(targets.size());
-  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, lows.data(), count, MPI_FLOAT, MPI_MIN, comm.get()));
-  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, highs.data(), count, MPI_FLOAT, MPI_MAX, comm.get()));
-  for (std::size_t i = 0; i < targets.size(); ++i) observers[i].start_histogram(lows[i], highs[i]);
-  if (method != nn::CalibrationMethod::minmax) {
-    run_agreed(comm.get(), log,
-               [&] { forward_over(*model, *data, buffers, share, options.batch); });
-    for (nn::ActivationObserver& o : observers)
-      TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, o.histogram().data(), nn::ActivationObserver::kBins,
-                                MPI_DOUBLE, MPI_SUM, comm.get()));
-  }
-  for (nn::Layer* layer : targets) nn::set_input_observer(*layer, nullptr);
-
-  // The BatchNorms that fold into their convolutions.
-  std::map<std::string, const nn::BatchNorm2d*> norms;
-  model->for_each_layer([&](nn::Layer& layer) {
-    if (const auto* norm = dynamic_cast<const nn::BatchNorm2d*>(&layer)) norms[norm->name()] = norm;
-  });
-  std::map<std::string, const nn::BatchNorm2d*> folds;
-  for (const auto& [conv, norm] : model->conv_batchnorm_pairs()) folds[conv] = norms.at(norm);
-  std::vector<nn::Int8Layer> quantized;
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    const kernels::ActivationQuant input = observers[i].choose(method, options.percentile);
-    const auto fold = folds.find(targets[i]->name());
-    quantized.push_back(nn::quantize_layer(*targets[i], saved.store, input,
-                                           fold == folds.end() ? nullptr : fold->second));
-    log.info(format_text(
-        "quantize: %-28s %-16s input %s range [%.4g, %.4g], scale %.4g (clips at %.4g)%s",
-        targets[i]->name().c_str(), shape_string(quantized.back().weight_shape).c_str(),
-        kernels::quant_type_name(input.type), lows[i], highs[i], static_cast<double>(input.scale),
-        static_cast<double>(input.scale) * (input.type == kernels::QuantType::u8 ? 255.0 : 127.0),
-        quantized.back().folded_norm.empty()
-            ? ""
-            : (", " + quantized.back().folded_norm + " folded in").c_str()));
-  }
+  const Calibration calibration_data =
+      calibrate(*model, targets, *data, method, options.batch, comm, log);
+  const std::vector<nn::Int8Layer> quantized = quantize_targets(
+      *model, saved.store, targets, calibration_data, method, options.percentile, log);
   const std::string calibration =
       std::string(nn::calibration_method_name(method)) +
       (method == nn::CalibrationMethod::percentile ? format_text(" %g", options.percentile) : "") +
