@@ -7,6 +7,7 @@
 
 #include "unit/support/nn_helpers.hpp"
 
+#include "trellis/comm/agreement.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/data/hdf5.hpp"
 #include "trellis/train/files/checkpoint_file.hpp"
@@ -78,6 +79,8 @@ struct Outcome {
   bool threw = false;
   bool input = false;  // InputError
   std::string what;
+  bool agreed = false;  // AgreedFailure: every rank agreed to stop (run_agreed)
+  ExitCode code = ExitCode::ok;
 };
 
 template <class F>
@@ -86,9 +89,13 @@ inline Outcome outcome(F&& f) {
   try {
     f();
   } catch (const InputError& e) {
-    o = {true, true, e.what()};
+    o = {true, true, e.what(), false, e.code()};
+  } catch (const AgreedFailure& e) {
+    o = {true, false, e.what(), true, e.code()};
+  } catch (const Error& e) {
+    o = {true, false, e.what(), false, e.code()};
   } catch (const std::exception& e) {
-    o = {true, false, e.what()};
+    o = {true, false, e.what(), false, ExitCode::failure};
   }
   return o;
 }

@@ -127,6 +127,11 @@ void CheckpointManager::load(const std::string& dir, const CheckpointInfo& info)
   for (CheckpointPart* part : parts_) part->loaded(info);
 }
 
+void CheckpointManager::fail_agreed(const std::string& message) const {
+  log_.error(message);
+  throw AgreedFailure(message, ExitCode::bad_input);
+}
+
 std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
   const std::string& mode = config_.ckpt.resume;
   if (mode == "none") return std::nullopt;
@@ -186,15 +191,15 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
       log_.info("resume: " + dir + line);
       return point;
     } catch (const InputError& e) {
-      if (!automatic) throw;
+      if (!automatic) fail_agreed(e.what());
       if (grid_.rank() == 0)
         log_.warn("resume: " + dir + " is unusable (" + e.what() + "); trying an older one");
     }
   }
   // Starting over silently would overwrite the run: the user decides (ckpt.resume = none).
-  throw InputError("resume: none of the " + std::to_string(candidates.size()) + " checkpoints in " +
-                   config_.derived.checkpoint_dir +
-                   " is usable (see the warnings above); set ckpt.resume = none to start over");
+  fail_agreed("resume: none of the " + std::to_string(candidates.size()) + " checkpoints in " +
+              config_.derived.checkpoint_dir +
+              " is usable (see the warnings above); set ckpt.resume = none to start over");
 }
 
 std::string CheckpointManager::write_weights() const {

@@ -50,8 +50,9 @@ class CheckpointManager {
 
   // ckpt.resume: none -> nothing; auto -> the newest checkpoint that verifies, falling back to
   // older ones with a warning; a directory -> that one. Loads parameters, optimizer state and
-  // buffers. Collective. Throws InputError (the same on every rank) when no checkpoint is
-  // usable or one belongs to another model, before anything in run.dir is touched.
+  // buffers. Collective. When no checkpoint is usable, a named one cannot be read, or one
+  // belongs to another model, every rank throws AgreedFailure with ExitCode::bad_input (each
+  // has printed the message; unwinding is safe), before anything in run.dir is touched.
   std::optional<ResumePoint> resume_if_asked();
 
   // Collective: the parameters and buffers as run.dir/model.h5; returns its path.
@@ -61,6 +62,9 @@ class CheckpointManager {
   // Every tensor a checkpoint (with_optimizer) or model.h5 holds, as this rank's pieces.
   std::vector<TensorPiece> pieces(bool with_optimizer) const;
   void load(const std::string& dir, const CheckpointInfo& info);
+  // Prints `message` and throws it as an agreed bad-input failure: only for failures every
+  // rank meets alike.
+  [[noreturn]] void fail_agreed(const std::string& message) const;
 
   const TrainConfig& config_;
   const ProcessGrid& grid_;
