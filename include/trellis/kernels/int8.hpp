@@ -88,9 +88,11 @@ class Int8Linear {
   bool uses_onednn() const { return onednn_ != nullptr; }
   int in_features() const { return in_; }
   int out_features() const { return out_; }
+  // The portable kernel forward() runs without oneDNN. Public only because nvcc refuses an
+  // extended (KOKKOS_LAMBDA) lambda in a private member function; call forward().
+  void forward_reference(ConstByteVector xq, int n, Matrix y, ConstMatrix residual) const;
 
  private:
-  void forward_reference(ConstByteVector xq, int n, Matrix y, ConstMatrix residual) const;
   void require_unplanned(const char* what) const;
 
   std::string name_;

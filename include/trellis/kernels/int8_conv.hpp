@@ -51,9 +51,11 @@ class Int8Conv2d {
   bool uses_onednn() const { return onednn_ != nullptr; }
   const ConvGeometry& geometry() const { return geometry_; }
   int out_channels() const { return out_channels_; }
+  // The portable kernel forward() runs without oneDNN. Public only because nvcc refuses an
+  // extended (KOKKOS_LAMBDA) lambda in a private member function; call forward().
+  void forward_reference(ConstMatrix x, int n, Matrix y);
 
  private:
-  void forward_reference(ConstMatrix x, int n, Matrix y);
   void require_unplanned(const char* what) const;  // Error once a primitive was made
 
   std::string name_;

@@ -125,9 +125,10 @@ class Conv2d : public Layer {
 #endif
 #if TRELLIS_HAVE_ONEDNN
   std::unique_ptr<kernels::OnednnConvolution> onednn_;
+#endif
+  // Int8 inference, on every build (the reference kernel where oneDNN is missing).
   ActivationObserver* observer_ = nullptr;
   std::unique_ptr<kernels::Int8Conv2d> int8_;
-#endif
 };
 
 }  // namespace trellis::nn
