@@ -52,7 +52,7 @@ else
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# tensorboard for tools/test_tensorboard_events.py. Debian's python3 is "externally managed"
+# tensorboard for tests/tools/test_tensorboard_events.py. Debian's python3 is "externally managed"
 # (PEP 668), so pip goes into a venv; --system-site-packages keeps Debian's numpy and h5py.
 venv=${TRELLIS_VENV:-/opt/trellis-venv}
 if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "import tensorboard" >/dev/null 2>&1; then

@@ -65,9 +65,7 @@ ModelRegistration cnn_registration() {
   r.pipeline_parallel = false;
   r.build = build_cnn;
   r.validate = [](const ModelConfig&) {};
-  r.flops_per_sample = [](const ModelConfig&, const DataShape&, const nn::Model& built) {
-    return static_cast<double>(built.flops_per_sample());
-  };
+  r.flops_per_sample = flops_of_built;
   r.sizes = cnn_sizes;
   r.set_pruned_widths = [](ModelConfig& model, const std::vector<int>& widths) {
     model.block_widths = widths;

@@ -52,17 +52,12 @@ ModelRegistration gpt_registration() {
   ModelRegistration r;
   r.type = ModelType::gpt;
   r.name = "gpt";
-  r.config_keys = {"model.n_layer", "model.n_head", "model.d_model", "model.seq_len",
-                   "model.vocab",   "model.dropout"};
+  r.config_keys = {"model.n_layer", "model.n_head", "model.d_model",
+                   "model.seq_len", "model.vocab",  "model.dropout"};
   r.data = DataKind::tokens;
   r.tensor_parallel = true;
   r.pipeline_parallel = true;
-  r.build = [](const ModelBuildArgs& a) -> std::unique_ptr<nn::Model> {
-    nn::GptSpec spec = gpt_spec(a.model, a.data, a.capacity);
-    spec.tp = a.tp;
-    spec.stage = a.stage;
-    return std::make_unique<nn::Gpt>(spec, a.store);
-  };
+  r.build = split_builder<nn::Gpt>(gpt_spec);
   r.unit_costs = [](const ModelConfig& model, const DataShape& data) {
     return nn::gpt_unit_costs(gpt_spec(model, data, 1));
   };
@@ -75,9 +70,7 @@ ModelRegistration gpt_registration() {
     shape.vocab = 1, shape.capacity = 1, shape.dropout = model.dropout;
     nn::validate(shape);
   };
-  r.flops_per_sample = [](const ModelConfig&, const DataShape&, const nn::Model& built) {
-    return static_cast<double>(built.flops_per_sample());
-  };
+  r.flops_per_sample = flops_of_built;
   r.sizes = gpt_sizes;
   return r;
 }

@@ -34,8 +34,8 @@ ModelSizes mlp_sizes(const ModelConfig& model, const DataShape& data, int) {
     in = width;
   }
   s.params += in * data.classes + data.classes;
-  s.per_sample += 2 * static_cast<long double>(data.classes) +
-                  2 * static_cast<long double>(data.feature_numel);
+  s.per_sample +=
+      2 * static_cast<long double>(data.classes) + 2 * static_cast<long double>(data.feature_numel);
   s.params_key = "model.hidden";
   s.sample_key = "model.hidden";
   return s;
@@ -51,12 +51,7 @@ ModelRegistration mlp_registration() {
   r.data = DataKind::samples;
   r.tensor_parallel = true;
   r.pipeline_parallel = true;
-  r.build = [](const ModelBuildArgs& a) -> std::unique_ptr<nn::Model> {
-    nn::MlpSpec spec = mlp_spec(a.model, a.data, a.capacity);
-    spec.tp = a.tp;
-    spec.stage = a.stage;
-    return std::make_unique<nn::Mlp>(spec, a.store);
-  };
+  r.build = split_builder<nn::Mlp>(mlp_spec);
   r.unit_costs = [](const ModelConfig& model, const DataShape& data) {
     return nn::mlp_unit_costs(mlp_spec(model, data, 1));
   };

@@ -1,5 +1,5 @@
 // TensorBoard event files: the CRC-32C, the TFRecord framing and the protobuf fields, read
-// back here by hand. tools/test_tensorboard_events.py reads the files of the hidden
+// back here by hand. tests/tools/test_tensorboard_events.py reads the files of the hidden
 // [.tb_write] case with the real tensorboard package.
 #include "catch.hpp"
 
@@ -189,7 +189,7 @@ TEST_CASE("a TensorBoard directory that cannot be made is an error naming it", "
   CHECK(message.find(blocker + "/tb") != std::string::npos);
 }
 
-// Run by tools/test_tensorboard_events.py, which checks these values with tensorboard itself.
+// Run by tests/tools/test_tensorboard_events.py, which checks these values with tensorboard itself.
 TEST_CASE("write a TensorBoard run into $TRELLIS_TB_OUT", "[.tb_write]") {
   const char* out = std::getenv("TRELLIS_TB_OUT");
   REQUIRE(out != nullptr);
