@@ -1,6 +1,7 @@
 #include "trellis/core/precision.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/name_table.hpp"
 
 namespace trellis {
 
@@ -11,18 +12,13 @@ const std::vector<std::pair<const char*, Precision>>& precision_names() {
 }
 
 Precision parse_precision(const std::string& name, const char* key) {
-  std::string allowed;
-  for (const auto& [known, value] : precision_names()) {
-    if (name == known) return value;
-    allowed += (allowed.empty() ? "" : ", ") + std::string(known);
-  }
-  throw ConfigError(std::string(key) + " = \"" + name + "\" (expected one of " + allowed + ")");
+  Precision p{};
+  if (!find_name(precision_names(), name, p))
+    throw ConfigError(std::string(key) + " = \"" + name + "\" (expected one of " +
+                      name_list(precision_names()) + ")");
+  return p;
 }
 
-const char* precision_name(Precision p) {
-  for (const auto& [name, value] : precision_names())
-    if (value == p) return name;
-  return "fp32";
-}
+const char* precision_name(Precision p) { return name_in(precision_names(), p); }
 
 }  // namespace trellis

@@ -1,6 +1,7 @@
 #include "trellis/optim/optimizer.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/name_table.hpp"
 #include "trellis/optim/adam.hpp"
 #include "trellis/optim/rmsprop.hpp"
 #include "trellis/optim/sgd.hpp"
@@ -67,18 +68,15 @@ const std::vector<std::pair<const char*, OptimizerType>>& optimizer_type_names()
 }
 
 const char* optimizer_type_name(OptimizerType type) {
-  for (const auto& [name, value] : optimizer_type_names())
-    if (value == type) return name;
-  throw Error("internal: unnamed optimizer type " + std::to_string(static_cast<int>(type)));
+  return name_in(optimizer_type_names(), type);
 }
 
 OptimizerType parse_optimizer_type(const std::string& name) {
-  std::string allowed;
-  for (const auto& [known, value] : optimizer_type_names()) {
-    if (name == known) return value;
-    allowed += (allowed.empty() ? "" : ", ") + std::string(known);
-  }
-  throw ConfigError("optim.type: unknown optimizer '" + name + "' (allowed: " + allowed + ")");
+  OptimizerType type{};
+  if (!find_name(optimizer_type_names(), name, type))
+    throw ConfigError("optim.type: unknown optimizer '" + name +
+                      "' (allowed: " + name_list(optimizer_type_names()) + ")");
+  return type;
 }
 
 void validate_optimizer_spec(const OptimizerSpec& spec) {

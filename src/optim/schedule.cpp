@@ -1,6 +1,7 @@
 #include "trellis/optim/schedule.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/name_table.hpp"
 
 #include <cmath>
 #include <string>
@@ -40,19 +41,14 @@ const std::vector<std::pair<const char*, ScheduleType>>& schedule_type_names() {
   return names;
 }
 
-const char* schedule_type_name(ScheduleType type) {
-  for (const auto& [name, value] : schedule_type_names())
-    if (value == type) return name;
-  throw Error("internal: unnamed schedule type " + std::to_string(static_cast<int>(type)));
-}
+const char* schedule_type_name(ScheduleType type) { return name_in(schedule_type_names(), type); }
 
 ScheduleType parse_schedule_type(const std::string& name) {
-  std::string allowed;
-  for (const auto& [known, value] : schedule_type_names()) {
-    if (name == known) return value;
-    allowed += (allowed.empty() ? "" : ", ") + std::string(known);
-  }
-  throw ConfigError("sched.type: unknown schedule '" + name + "' (allowed: " + allowed + ")");
+  ScheduleType type{};
+  if (!find_name(schedule_type_names(), name, type))
+    throw ConfigError("sched.type: unknown schedule '" + name +
+                      "' (allowed: " + name_list(schedule_type_names()) + ")");
+  return type;
 }
 
 LrSchedule::LrSchedule(ScheduleSpec spec) : spec_(std::move(spec)) {

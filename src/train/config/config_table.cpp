@@ -4,6 +4,7 @@
 #include "trellis/train/config/config_table.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/name_table.hpp"
 #include "trellis/train/config/config_fields.hpp"
 
 #include <climits>
@@ -39,9 +40,7 @@ FieldBinding fault_injection(const char* key) {
     std::int64_t rank = -1, step = 0;
     const std::string kind = z == std::string::npos ? "" : t.substr(z + 1);
     FaultKind parsed = FaultKind::none;
-    for (const auto& [name, value] : fault_kind_names())
-      if (kind == name) parsed = value;
-    const bool known_kind = parsed != FaultKind::none;
+    const bool known_kind = find_name(fault_kind_names(), kind, parsed);
     if (z == std::string::npos || !config_text::parse_int64(t.substr(0, a), rank) || rank < 0 ||
         rank > INT_MAX || !config_text::parse_int64(t.substr(a + 1, z - a - 1), step) || step < 1 ||
         !known_kind)

@@ -2,6 +2,7 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/core/format.hpp"
+#include "trellis/core/name_table.hpp"
 #include "trellis/train/config/config_fields.hpp"
 #include "trellis/train/config/config_table.hpp"
 #include "trellis/train/model/model_registry.hpp"
@@ -186,10 +187,6 @@ const std::vector<std::pair<const char*, FaultKind>>& fault_kind_names() {
   return names;
 }
 
-const char* fault_kind_name(FaultKind kind) {
-  for (const auto& [name, value] : fault_kind_names())
-    if (value == kind) return name;
-  return "";
-}
+const char* fault_kind_name(FaultKind kind) { return name_in(fault_kind_names(), kind); }
 
 }  // namespace trellis
