@@ -42,12 +42,16 @@ wait_done() {
     if [[ -z $line ]]; then
       case "$(job_state "$id")" in
         COMPLETED* | FAILED* | CANCELLED* | TIMEOUT* | NODE_FAIL* | OUT_OF_MEMORY* | PREEMPTED*)
-          # While slurmctld requeues a job, it can be missing from squeue for a moment, with
-          # its interrupted attempt's end state as the newest record (seen once in CI on a
-          # loaded machine: FAILED|1:0 for an attempt that was being requeued). Only a job
-          # that is still gone a few seconds later has left the queue for good.
-          sleep 3
-          [[ -z $(squeue -h -j "$id" 2> /dev/null || true) ]] && return 0
+          # While slurmctld requeues a job, it can be missing from squeue for a while, with
+          # its interrupted attempt's end state as the newest record (seen in CI on a loaded
+          # machine: FAILED|1:0 for an attempt that was being requeued, back in squeue more
+          # than 3 s later). Only a job that stays gone for 15 s has left the queue for good.
+          local gone=0
+          while ((gone < 15)) && [[ -z $(squeue -h -j "$id" 2> /dev/null || true) ]]; do
+            sleep 1
+            gone=$((gone + 1))
+          done
+          ((gone >= 15)) && return 0
           ;;
       esac
     elif [[ $line == "PENDING BeginTime" ]] && ! pgrep -f "^slurmstepd: \[$id\." > /dev/null; then
