@@ -245,13 +245,10 @@ Int8Linear::Int8Linear(const std::string& name, int in, int out, ConstInt8Vector
 
 Int8Linear::~Int8Linear() = default;
 
+// On every build alike, though only oneDNN's primitives (made at the first forward) depend on
+// it: a model that changes an epilogue late would run differently with and without oneDNN.
 void Int8Linear::require_unplanned(const char* what) const {
-#if TRELLIS_INT8_ONEDNN
-  if (onednn_ && !onednn_->plans.empty())
-    throw Error("int8 linear " + name_ + ": " + what + " is set before the first forward");
-#else
-  (void)what;
-#endif
+  if (ran_) throw Error("int8 linear " + name_ + ": " + what + " is set before the first forward");
 }
 
 void Int8Linear::set_residual(bool residual) {
@@ -279,6 +276,7 @@ void Int8Linear::forward(ConstByteVector xq, int n, Matrix y, ConstMatrix residu
                   "int8 linear " + name_ + ": residual " + extents_string(residual) +
                       " for n = " + std::to_string(n));
   if (n == 0) return;
+  ran_ = true;
 #if TRELLIS_INT8_ONEDNN
   if (onednn_) {
     onednn_->execute(*this, n, xq.data(), y.data(), residual.data());

@@ -131,14 +131,12 @@ Int8Conv2d::Int8Conv2d(const std::string& name, const ConvGeometry& geometry, in
 
 Int8Conv2d::~Int8Conv2d() = default;
 
+// On every build alike, though only oneDNN's primitives (made at the first forward) depend on
+// it: a model that changes an epilogue late would run differently with and without oneDNN.
 void Int8Conv2d::require_unplanned(const char* what) const {
-#if TRELLIS_INT8_ONEDNN
-  if (onednn_ && !onednn_->plans.empty())
+  if (ran_)
     throw Error("int8 convolution " + name_ + ": " + what +
                 " must be set before the first forward");
-#else
-  (void)what;
-#endif
 }
 
 void Int8Conv2d::set_activation(Activation f) {
@@ -166,6 +164,7 @@ void Int8Conv2d::forward(ConstMatrix x, int n, Matrix y) {
                   "int8 convolution " + name_ + ": input " + extents_string(x) + ", output " +
                       extents_string(y) + " for n = " + std::to_string(n));
   if (n == 0) return;
+  ran_ = true;
 #if TRELLIS_INT8_ONEDNN
   if (onednn_) {
     Onednn::Plan& p = onednn_->plan(*this, n);

@@ -103,7 +103,8 @@ class Int8Linear {
   ActivationQuant input_;
   Activation activation_;
   bool residual_ = false;
-  struct Onednn;  // primitives per batch size (int8.cpp)
+  bool ran_ = false;  // a forward with rows ran: the epilogue is fixed from then on
+  struct Onednn;      // primitives per batch size (int8.cpp)
   std::unique_ptr<Onednn> onednn_;
 };
 

@@ -67,7 +67,8 @@ class Int8Conv2d {
   ActivationQuant input_;
   Activation activation_;
   bool input_nhwc_ = false, output_nhwc_ = false, accumulate_ = false;
-  ByteView xq_;  // [capacity * C*H*W], reference path only
+  bool ran_ = false;  // a forward with images ran: the epilogue is fixed from then on
+  ByteView xq_;       // [capacity * C*H*W], reference path only
   struct Onednn;
   std::unique_ptr<Onednn> onednn_;
 };
