@@ -71,7 +71,10 @@ requeued() {
     [[ $(client scontrol show job "$id" 2> /dev/null) == *Restarts=$1* ]] && break
     sleep 0.5
   done
-  client scontrol show job "$id" | grep -q "Restarts=$1" || fail "job $id was not requeued: $(client scontrol show job "$id" | head -5)"
+  client scontrol show job "$id" | grep -q "Restarts=$1" ||
+    fail "job $id was not requeued: $(client scontrol show job "$id" | head -5)
+---- the batch script's last lines:
+$(grep -v '^epoch\|^checkpoint:' "$WORK/job.out" | tail -15)"
   client sinfo -h -n "$2" -o %T | grep -q '^down' || fail "$2 is not down: $(client sinfo -N)"
   echo "$2 down and job $id requeued $((SECONDS - $3)) s after the loss (SlurmdTimeout=30)"
 }
