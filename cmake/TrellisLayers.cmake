@@ -6,7 +6,7 @@
 # include root of its own: build/include-layers/<layer>/trellis/ holds symlinks to its own and
 # the lower layers' header folders only, so an upward #include is a "No such file" error at
 # compile time, not a review comment. trellis_lib aggregates all layers for main() and tests.
-set(TRELLIS_LAYERS core kernels comm data nn parallel optim
+set(TRELLIS_LAYERS core kernels comm data nn int8 parallel optim
     train/model train/config train/files train/input train/faults train/monitoring train/loop
     train/commands)
 set(TRELLIS_LAYER_INCLUDE_ROOT ${CMAKE_BINARY_DIR}/include-layers)

@@ -71,23 +71,6 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
   dqkv_ = buffer(name, "dqkv", 3 * rows_d);
 }
 
-void CausalSelfAttention::forward_int8(int n, const StepContext& ctx, ConstMatrix residual,
-                                       Matrix out) {
-  TRELLIS_REQUIRE(!ctx.training && c_attn_.int8() != nullptr && c_proj_.int8() != nullptr,
-                  "attention \"" + name() + "\": the fused int8 forward is for int8 inference");
-  TRELLIS_REQUIRE(n % seq_len_ == 0, "attention \"" + name() + "\": " + std::to_string(n) +
-                                         " rows are no whole sequences of " +
-                                         std::to_string(seq_len_));
-  dropout_active_ = false;
-  last_rows_ = n;
-  c_attn_.forward_quantized_input(n);
-  const ConstMatrix qkv = kernels::first_rows(c_attn_.output(), n);  // [n, 3d]
-  const Matrix yr = as_matrix(yr_, n, d_);                           // [n, d]
-  kernels::flash_attention_forward(qkv, shape(), yr, lse_rows(n), kernels::DropoutMask{});
-  c_proj_.quantize_input(yr, n);
-  c_proj_.int8()->forward(c_proj_.quantized_input(), n, out, residual);
-}
-
 void CausalSelfAttention::forward(ConstMatrix input, int n, const StepContext& ctx) {
   const ConstMatrix x = begin_forward(input, n);
   TRELLIS_REQUIRE(n % seq_len_ == 0, "attention \"" + name() + "\": " + std::to_string(n) +

@@ -89,13 +89,6 @@ double BatchNorm2d::allreduce_sums(int values, double local_count) {
 }
 
 void BatchNorm2d::forward(ConstMatrix input, int n, const StepContext& ctx) {
-  if (folded_) {
-    if (ctx.training)
-      throw Error("layer \"" + name() + "\": folded into a convolution, inference only");
-    training_ = false;
-    Kokkos::deep_copy(output_rows(n), begin_forward(input, n));
-    return;
-  }
   // Parameters first: a store that is not finalized throws before the call is recorded.
   const kernels::ConstVector gamma = store_->param_vector(weight_);
   const kernels::ConstVector beta = store_->param_vector(bias_);
@@ -116,7 +109,6 @@ void BatchNorm2d::forward(ConstMatrix input, int n, const StepContext& ctx) {
 }
 
 void BatchNorm2d::backward(ConstMatrix output_grad, int n) {
-  if (folded_) throw Error("layer \"" + name() + "\": folded into a convolution, inference only");
   const ConstMatrix dy = begin_backward(output_grad, n);
   const ConstMatrix x = saved_input();
   const kernels::DoubleVector sums(sums_.data(), sums_.extent(0));

@@ -136,30 +136,6 @@ std::vector<std::pair<std::string, std::string>> Cnn::conv_batchnorm_pairs() con
   return pairs;
 }
 
-void Cnn::int8_attached() {
-  std::vector<Conv2d*> convs;
-  GlobalAvgPool* pool = nullptr;
-  for_each_layer([&](Layer& layer) {
-    if (auto* conv = dynamic_cast<Conv2d*>(&layer)) convs.push_back(conv);
-    if (auto* p = dynamic_cast<GlobalAvgPool*>(&layer)) pool = p;
-  });
-  if (convs.empty() || pool == nullptr ||
-      !std::all_of(convs.begin(), convs.end(),
-                   [](const Conv2d* c) { return c->int8() != nullptr; }))
-    return;
-  for (Conv2d* conv : convs) conv->int8()->set_channels_last(conv != convs.front(), true);
-  pool->set_channels_last(true);
-  // Each ReLU right after a convolution and its folded BatchNorm runs in the convolution's
-  // epilogue: the stem's, and every block's first.
-  auto* stem_bn = dynamic_cast<BatchNorm2d*>(&layers_[1]);
-  if (stem_bn != nullptr && stem_bn->folded()) {
-    convs.front()->int8()->set_activation(kernels::Activation::relu);
-    layers_[2].set_passed_over(true);
-  }
-  for (std::size_t i = 0; i < layers_.size(); ++i)
-    if (auto* block = dynamic_cast<BasicBlock*>(&layers_[i])) block->fuse_int8();
-}
-
 std::vector<PrunableUnits> Cnn::prunable_units() const {
   std::vector<PrunableUnits> units;
   for (const std::string& block : block_names_) {

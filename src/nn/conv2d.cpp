@@ -3,7 +3,6 @@
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/conv.hpp"
 #include "trellis/kernels/gemm.hpp"
-#include "trellis/nn/quantization.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -159,22 +158,7 @@ ConstMatrix Conv2d::columns(const ConstMatrix& x, int first, int count) const {
   return ws;
 }
 
-void Conv2d::set_int8(std::unique_ptr<kernels::Int8Conv2d> kernel) {
-  if (kernel && (kernel->out_channels() != out_channels_ ||
-                 kernel->geometry().image_size() != geometry_.image_size() ||
-                 kernel->geometry().kernel != geometry_.kernel ||
-                 kernel->geometry().stride != geometry_.stride ||
-                 kernel->geometry().padding != geometry_.padding))
-    throw Error("layer \"" + name() + "\": int8 kernel of another geometry");
-  int8_ = std::move(kernel);
-}
-
 void Conv2d::forward(ConstMatrix input, int n, const StepContext&) {
-  if (observer_ != nullptr) observer_->observe(kernels::flat(kernels::first_rows(input, n)));
-  if (int8_) {
-    int8_->forward(begin_forward(input, n), n, output_rows(n));
-    return;
-  }
   // Parameters first: a store that is not finalized throws before the call is recorded.
   const kernels::ConstVector w = compute_weight();
   forward_operands(x16_.round_matrix(begin_forward(input, n)), w, n);
@@ -214,7 +198,6 @@ void Conv2d::forward_operands(ConstMatrix x, kernels::ConstVector weight, int n)
 }
 
 void Conv2d::backward(ConstMatrix output_grad, int n) {
-  if (int8_) throw Error("layer \"" + name() + "\": an int8 layer is for inference only");
   // x: as forward read it (rounded with autocast).
   backward_operands(dy16_.round_matrix(begin_backward(output_grad, n)), x16_.last_matrix(), n);
   if (input_grad_needed()) round_in_place(store_->autocast(), input_grad_rows(n));

@@ -133,21 +133,10 @@ ConstMatrix Gpt::forward(const ModelInput& input, int n, const StepContext& ctx)
   }
   last_n_ = n;
   if (!last_stage()) return kernels::first_rows(x, rows);
-  if (head_->int8() != nullptr && int8_head_fused_) {
-    // Int8 inference: ln_f writes its output quantized for the head.
-    ln_f_->forward_quantized(x, rows, head_->int8()->input(), head_->quantized_input());
-    head_->forward_quantized_input(rows);
-  } else {
-    ln_f_->forward(x, rows, row_ctx);
-    // logits [rows, V/tp] = hf [rows, d] wte[V/tp, d]^T (this rank's vocabulary).
-    head_->forward(ln_f_->output(), rows, row_ctx);
-  }
+  ln_f_->forward(x, rows, row_ctx);
+  // logits [rows, V/tp] = hf [rows, d] wte[V/tp, d]^T (this rank's vocabulary).
+  head_->forward(ln_f_->output(), rows, row_ctx);
   return kernels::first_rows(head_->output(), rows);
-}
-
-void Gpt::int8_attached() {
-  for (auto& block : blocks_) block->fuse_int8();
-  int8_head_fused_ = head_ && head_->int8() != nullptr;
 }
 
 void Gpt::backward(ConstMatrix dout, int n) {

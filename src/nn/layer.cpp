@@ -24,6 +24,19 @@ Layer::Layer(std::string name, int in_features, int out_features, int capacity)
                           cap * static_cast<std::size_t>(in_features));
 }
 
+Layer::Layer(std::string name, int in_features, int out_features, int capacity, InferenceOnly)
+    : Layer(std::move(name), in_features, out_features, 1) {
+  // Checked above with capacity 1 (nothing read yet); the output at full capacity, no
+  // input gradient.
+  if (capacity <= 0)
+    throw Error("layer \"" + name_ + "\": capacity (" + std::to_string(capacity) +
+                ") must be positive");
+  capacity_ = capacity;
+  output_ = FloatView("trellis::nn::" + name_ + ".output",
+                      static_cast<std::size_t>(capacity) * static_cast<std::size_t>(out_features));
+  input_grad_ = FloatView();
+}
+
 void Layer::share_output_of(const Layer& inner) {
   TRELLIS_REQUIRE(inner.out_features_ == out_features_ && inner.capacity_ == capacity_,
                   "layer \"" + name_ + "\": cannot share the output of \"" + inner.name_ + "\"");
@@ -39,7 +52,10 @@ void Layer::share_input_grad_of(const Layer& inner) {
 
 ConstMatrix Layer::output() const { return as_matrix(output_, capacity_, out_features_); }
 
-ConstMatrix Layer::input_grad() const { return as_matrix(input_grad_, capacity_, in_features_); }
+ConstMatrix Layer::input_grad() const {
+  if (input_grad_.size() == 0) return {};  // an inference-only layer
+  return as_matrix(input_grad_, capacity_, in_features_);
+}
 
 Matrix Layer::output_rows(int n) const { return as_matrix(output_, n, out_features_); }
 
@@ -58,6 +74,7 @@ ConstMatrix Layer::begin_forward(const ConstMatrix& input, int n) {
   }
   saved_input_ = kernels::first_rows(input, n);
   has_forward_ = true;
+  if (observer_ != nullptr) observer_->observe(saved_input_);
   return saved_input_;
 }
 

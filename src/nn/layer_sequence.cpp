@@ -22,7 +22,10 @@ ConstMatrix LayerSequence::forward(ConstMatrix input, int n, const StepContext& 
   TRELLIS_REQUIRE(begin < end && end <= layers_.size(), "LayerSequence: bad layer range");
   ConstMatrix x = input;
   // [capacity, features] each; the next layer reads rows [0, n).
-  for (std::size_t i = begin; i < end; ++i) x = run_forward(*layers_[i], x, n, ctx);
+  for (std::size_t i = begin; i < end; ++i) {
+    layers_[i]->forward(x, n, ctx);
+    x = layers_[i]->output();
+  }
   return x;
 }
 

@@ -27,12 +27,6 @@ void LayerNorm::forward(ConstMatrix input, int n, const StepContext&) {
   kernels::layernorm_forward(x, gamma, beta, eps_, output_rows(n), mean_, rstd_);
 }
 
-void LayerNorm::forward_quantized(ConstMatrix input, int n, const kernels::ActivationQuant& q,
-                                  kernels::ByteView out) {
-  kernels::layernorm_forward_quantized(kernels::first_rows(input, n), store_->param_vector(weight_),
-                                       store_->param_vector(bias_), eps_, q, out);
-}
-
 void LayerNorm::backward(ConstMatrix output_grad, int n) {
   const ConstMatrix dy = begin_backward(output_grad, n);
   kernels::layernorm_backward(saved_input(), dy, store_->param_vector(weight_), mean_, rstd_,

@@ -3,7 +3,6 @@
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/bias.hpp"
 #include "trellis/kernels/gemm.hpp"
-#include "trellis/nn/quantization.hpp"
 
 #include <cmath>
 
@@ -86,32 +85,7 @@ void Linear::fuse_activation(kernels::Activation f) {
                                        : FloatView();
 }
 
-void Linear::set_int8(std::unique_ptr<kernels::Int8Linear> kernel) {
-  if (kernel && split_ != Split::none)
-    throw Error("layer \"" + name() +
-                "\": a layer split over tensor-parallel ranks has no int8 form");
-  xq_ = int8_input_buffer(*this, kernel.get());
-  int8_ = std::move(kernel);
-}
-
-void Linear::quantize_input(ConstMatrix input, int n) {
-  if (!int8_) throw Error("layer \"" + name() + "\": has no int8 kernel to quantize for");
-  kernels::quantize(kernels::flat(kernels::first_rows(input, n)), int8_->input(), xq_);
-}
-
-void Linear::forward_quantized_input(int n) {
-  if (!int8_) throw Error("layer \"" + name() + "\": has no int8 kernel");
-  int8_->forward(xq_, n, output_rows(n));
-}
-
 void Linear::forward(ConstMatrix input, int n, const StepContext&) {
-  if (observer_ != nullptr) observer_->observe(kernels::flat(kernels::first_rows(input, n)));
-  if (int8_) {
-    const ConstMatrix x = begin_forward(input, n);  // [n, in]
-    kernels::quantize(kernels::flat(x), int8_->input(), xq_);
-    int8_->forward(xq_, n, output_rows(n));
-    return;
-  }
   // Parameters first: a store that is not finalized throws before the call is recorded.
   const kernels::GemmOperand w = store_->compute_operand(weight_);     // [out, in]
   const kernels::ConstVector b = store_->param_vector(bias_);          // [out]
@@ -131,7 +105,6 @@ void Linear::forward(ConstMatrix input, int n, const StepContext&) {
 }
 
 void Linear::backward(ConstMatrix output_grad, int n) {
-  if (int8_) throw Error("layer \"" + name() + "\": an int8 layer is for inference only");
   const kernels::GemmOperand x = x16_.last();       // [n, in] as forward's GEMM read it
   ConstMatrix dz = begin_backward(output_grad, n);  // [n, out]: dy, or dy * f'(z)
   if (activation_ == kernels::Activation::none) {

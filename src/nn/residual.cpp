@@ -69,24 +69,18 @@ BasicBlock::BasicBlock(ParameterStore& store, const std::string& name, int in_ch
 
 void BasicBlock::forward(ConstMatrix input, int n, const StepContext& ctx) {
   const ConstMatrix x = begin_forward(input, n);
-  if (int8_fused_) {  // y = relu(conv2(relu(conv1(x))) + shortcut(x)), made in place
-    const Matrix y = output_rows(n);
-    if (shortcut_conv_)
-      shortcut_conv_->int8()->forward(x, n, y);
-    else
-      Kokkos::deep_copy(y, x);
-    conv1_->forward(x, n, ctx);
-    conv2_->int8()->forward(conv1_->output(), n, y);
-    return;
-  }
-  // Passed-over layers (int8 inference: folded BatchNorms, a fused ReLU) hand their input on.
-  const ConstMatrix a =
-      run_forward(*relu1_, run_forward(*bn1_, run_forward(*conv1_, x, n, ctx), n, ctx), n, ctx);
-  const ConstMatrix m = run_forward(*bn2_, run_forward(*conv2_, a, n, ctx), n, ctx);
+  conv1_->forward(x, n, ctx);
+  bn1_->forward(conv1_->output(), n, ctx);
+  relu1_->forward(bn1_->output(), n, ctx);
+  conv2_->forward(relu1_->output(), n, ctx);
+  bn2_->forward(conv2_->output(), n, ctx);
+  const ConstMatrix m = bn2_->output();
   ConstMatrix shortcut = x;
-  if (shortcut_conv_)
-    shortcut = kernels::first_rows(
-        run_forward(*shortcut_bn_, run_forward(*shortcut_conv_, x, n, ctx), n, ctx), n);
+  if (shortcut_conv_) {
+    shortcut_conv_->forward(x, n, ctx);
+    shortcut_bn_->forward(shortcut_conv_->output(), n, ctx);
+    shortcut = kernels::first_rows(shortcut_bn_->output(), n);
+  }
   const Matrix sum = as_matrix(sum_, n, out_features());
   kernels::add(kernels::flat(kernels::first_rows(m, n)), kernels::flat(shortcut),
                kernels::flat(sum));
@@ -117,18 +111,6 @@ std::int64_t BasicBlock::flops_per_sample() const {
   std::int64_t total = conv1_->flops_per_sample() + conv2_->flops_per_sample();
   if (shortcut_conv_) total += shortcut_conv_->flops_per_sample();
   return total;
-}
-
-void BasicBlock::fuse_int8() {
-  if (conv1_->int8() == nullptr || !bn1_->folded() || conv2_->int8() == nullptr ||
-      !bn2_->folded() ||
-      (shortcut_conv_ && (shortcut_conv_->int8() == nullptr || !shortcut_bn_->folded())))
-    return;
-  conv1_->int8()->set_activation(kernels::Activation::relu);
-  relu1_->set_passed_over(true);
-  conv2_->int8()->set_activation(kernels::Activation::relu);
-  conv2_->int8()->set_accumulate(true);
-  int8_fused_ = true;
 }
 
 void BasicBlock::for_each_part(const std::function<void(Layer&)>& f) {

@@ -2,7 +2,6 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/gemm.hpp"
-#include "trellis/nn/quantization.hpp"
 
 namespace trellis::nn {
 
@@ -17,34 +16,14 @@ TiedHead::TiedHead(ParameterStore& store, const std::string& name, std::size_t w
       dl16_(store.autocast(), name + ".dl16",
             static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(local_vocab)) {}
 
-void TiedHead::set_int8(std::unique_ptr<kernels::Int8Linear> kernel) {
-  if (kernel && tp_.active())
-    throw Error("layer \"" + name() +
-                "\": a head split over tensor-parallel ranks has no int8 form");
-  xq_ = int8_input_buffer(*this, kernel.get());
-  int8_ = std::move(kernel);
-}
-
-void TiedHead::forward_quantized_input(int n) {
-  if (!int8_) throw Error("layer \"" + name() + "\": has no int8 kernel");
-  int8_->forward(xq_, n, output_rows(n));
-}
-
 void TiedHead::forward(ConstMatrix input, int n, const StepContext&) {
   const ConstMatrix x = begin_forward(input, n);  // [n, d]
-  if (observer_ != nullptr) observer_->observe(kernels::flat(x));
-  if (int8_) {
-    kernels::quantize(kernels::flat(x), int8_->input(), xq_);
-    int8_->forward(xq_, n, output_rows(n));
-    return;
-  }
-  const Matrix logits = output_rows(n);  // [n, V/tp]
+  const Matrix logits = output_rows(n);           // [n, V/tp]
   kernels::gemm(false, true, x16_.round(x), store_->compute_operand(weight_), 0.0f, logits);
   round_in_place(store_->autocast(), logits);
 }
 
 void TiedHead::backward(ConstMatrix output_grad, int n) {
-  if (int8_) throw Error("layer \"" + name() + "\": an int8 layer is for inference only");
   const ConstMatrix dy = begin_backward(output_grad, n);
   const kernels::GemmOperand x = x16_.last();  // as forward's GEMM read it
   const kernels::GemmOperand dl = dl16_.round(dy);

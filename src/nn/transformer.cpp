@@ -11,10 +11,6 @@ namespace trellis::nn {
 
 namespace {
 
-// Rows per chunk of an int8 MLP's fused forward: 256 rows of 4 * 128 fp32 pre-activations are
-// 512 KiB, inside a core's L2.
-constexpr int kInt8ChunkRows = 256;
-
 int checked_dropout_d(const std::string& name, int d_model, float dropout) {
   if (!(dropout >= 0.0f && dropout < 1.0f)) {
     throw ConfigError("\"" + name + "\": dropout must be in [0, 1), got " +
@@ -69,35 +65,6 @@ void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
   }
 }
 
-void FeedForward::forward_int8(int n, const StepContext& ctx, ConstMatrix residual, Matrix out) {
-  TRELLIS_REQUIRE(!ctx.training && c_fc_.int8() != nullptr && c_proj_.int8() != nullptr,
-                  "mlp \"" + name() + "\": the fused int8 forward is for int8 inference");
-  dropout_active_ = false;
-  kernels::Int8Linear& fc = *c_fc_.int8();
-  const int hidden = fc.out_features();
-  // Row chunks whose fp32 pre-activation stays in L2, each through GELU into c_proj's bytes.
-  const auto in_bytes = c_fc_.quantized_input();
-  const auto out_bytes = c_proj_.quantized_input();
-  for (int r0 = 0; r0 < n; r0 += kInt8ChunkRows) {
-    const int rows = std::min(kInt8ChunkRows, n - r0);
-    const Matrix z = as_matrix(int8_hidden_, rows, hidden);
-    fc.forward(
-        kernels::ConstByteVector(in_bytes.data() + static_cast<std::size_t>(r0) * fc.in_features(),
-                                 static_cast<std::size_t>(rows) * fc.in_features()),
-        rows, z);
-    kernels::gelu_quantize(
-        kernels::flat(z), c_proj_.int8()->input(),
-        kernels::ByteVector(out_bytes.data() + static_cast<std::size_t>(r0) * hidden,
-                            static_cast<std::size_t>(rows) * hidden));
-  }
-  c_proj_.int8()->forward(c_proj_.quantized_input(), n, out, residual);
-}
-
-void FeedForward::allocate_int8_hidden() {
-  int8_hidden_ = FloatView("trellis::nn::" + name() + ".int8_hidden",
-                           static_cast<std::size_t>(kInt8ChunkRows) * c_fc_.out_features());
-}
-
 void FeedForward::backward(ConstMatrix output_grad, int n) {
   const ConstMatrix dy = begin_backward(output_grad, n);
   ConstMatrix dz = dy;
@@ -126,46 +93,9 @@ Block::Block(ParameterStore& store, const std::string& name, int d_model, int n_
   dh_ = FloatView("trellis::nn::" + name + ".dh", size);
 }
 
-void Block::fuse_int8() {
-  Linear& attn_proj = attn_.c_proj();
-  Linear& fc = mlp_.c_fc();
-  Linear& mlp_proj = mlp_.c_proj();
-  if (attn_.c_attn().int8() == nullptr || attn_proj.int8() == nullptr || fc.int8() == nullptr ||
-      mlp_proj.int8() == nullptr)
-    return;
-  attn_proj.int8()->set_residual(true);
-  fc.int8()->set_activation(kernels::Activation::none);  // GELU: FeedForward::forward_int8
-  mlp_.allocate_int8_hidden();
-  mlp_proj.int8()->set_residual(true);
-  int8_fused_ = true;
-}
-
 void Block::forward(ConstMatrix input, int n, const StepContext& ctx) {
   const ConstMatrix x = begin_forward(input, n);
   const int d = in_features();
-  if (int8_fused_) {
-    const Matrix h = as_matrix(h_, n, d), y = output_rows(n);
-    Linear& c_attn = attn_.c_attn();
-    Linear& c_fc = mlp_.c_fc();
-    // Whole sequences at a time, about 256 rows, so each step's output is still in L2 when
-    // the next reads it; the parts' own buffers are reused from row 0 for every chunk.
-    const int T = attn_.seq_len();
-    const int chunk = std::max(1, kInt8ChunkRows / T) * T;
-    auto rows_of = [&](auto m, int r0, int rows) {
-      return decltype(m)(m.data() + static_cast<std::size_t>(r0) * m.extent(1),
-                         static_cast<std::size_t>(rows), m.extent(1));
-    };
-    for (int r0 = 0; r0 < n; r0 += chunk) {
-      const int rows = std::min(chunk, n - r0);
-      const ConstMatrix xc = rows_of(x, r0, rows);
-      const Matrix hc = rows_of(h, r0, rows);
-      ln_1_.forward_quantized(xc, rows, c_attn.int8()->input(), c_attn.quantized_input());
-      attn_.forward_int8(rows, ctx, xc, hc);
-      ln_2_.forward_quantized(hc, rows, c_fc.int8()->input(), c_fc.quantized_input());
-      mlp_.forward_int8(rows, ctx, hc, rows_of(y, r0, rows));
-    }
-    return;
-  }
   ln_1_.forward(x, n, ctx);
   attn_.forward(ln_1_.output(), n, ctx);
   const Matrix h = as_matrix(h_, n, d);

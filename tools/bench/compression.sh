@@ -12,8 +12,9 @@
 # usage: tools/bench/compression.sh OUT_DIR [repeats=5]
 # Trains what OUT_DIR does not hold yet (2 ranks; the MLP in seconds, the CNN and the GPT in
 # minutes each); a second call only measures.
-# env: TRELLIS_BIN (build/trellis), MODELS ("mlp cnn gpt"), FASHION_DIR (data/fashion-mnist),
-#      TEXT_DIR (data/austen), RANKS (2, for training)
+# env: TRELLIS_BIN (build/trellis), MODELS ("mlp cnn gpt"), VARIANTS (all; e.g. "int8": that
+#      and dense), FASHION_DIR (data/fashion-mnist), TEXT_DIR (data/austen), RANKS (2, for
+#      training)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: compression.sh OUT_DIR [repeats]}
@@ -46,8 +47,11 @@ prune_args() {  # prune_args MODEL VARIANT
     structured) echo "--prune.method=structured --prune.final_sparsity=0.5 $steps" ;;
   esac
 }
-variants_of() {
-  case $1 in gpt) echo "dense sparse50 sparse90 int8" ;; *) echo "dense sparse50 sparse90 structured int8" ;; esac
+variants_of() {  # the model's variants, only those in VARIANTS when set (dense always: the base)
+  local all
+  case $1 in gpt) all="dense sparse50 sparse90 int8" ;; *) all="dense sparse50 sparse90 structured int8" ;; esac
+  [[ -z ${VARIANTS:-} ]] && { echo "$all"; return; }
+  for v in $all; do [[ $v == dense || " $VARIANTS " == *" $v "* ]] && echo -n "$v "; done; echo
 }
 train() {  # train MODEL VARIANT: OUT/MODEL-VARIANT/model.h5
   local model=$1 variant=$2 dir=$out/$1-$2

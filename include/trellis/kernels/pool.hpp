@@ -35,7 +35,7 @@ void maxpool_backward(ConstMatrix dy, ConstIntVector argmax, const PoolGeometry&
 // x: [n, C*plane]   y: [n, C]
 void global_avgpool_forward(ConstMatrix x, int plane, Matrix y);
 // The same over channels-last (NHWC) rows, x [n, H*W*C]: y[i, c] = mean_p x[i, p * C + c]
-// (the int8 CNN's activations, nn/quantization.hpp).
+// (the int8 CNN's activations, int8/classifiers.hpp).
 void global_avgpool_forward_channels_last(ConstMatrix x, int plane, Matrix y);
 // dy: [n, C]   dx: [n, C*plane] (=)
 void global_avgpool_backward(ConstMatrix dy, int plane, Matrix dx);

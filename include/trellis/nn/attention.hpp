@@ -84,13 +84,6 @@ class CausalSelfAttention : public Layer {
   }
   const Linear& c_attn() const { return c_attn_; }
   const Linear& c_proj() const { return c_proj_; }
-  Linear& c_proj() { return c_proj_; }
-
-  // Inference with int8 c_attn and c_proj, c_proj's kernel set to add a residual
-  // (Block::fuse_int8): out [n, d] = residual + attention(x), the add in c_proj's epilogue,
-  // from x already quantized into c_attn's quantized_input() (by the LayerNorm before).
-  void forward_int8(int n, const StepContext& ctx, ConstMatrix residual, Matrix out);
-  Linear& c_attn() { return c_attn_; }
 
  private:
   Linear c_attn_, c_proj_;

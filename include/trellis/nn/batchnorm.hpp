@@ -65,15 +65,6 @@ class BatchNorm2d : public Layer {
   // Values per channel the last training forward normalised over (N above, all ranks).
   double batch_count() const { return count_; }
 
-  // Int8 inference: the preceding convolution computes this normalisation (folded into its
-  // weights and bias, nn/quantization.hpp), so forward passes its input through; backward and
-  // training forwards throw.
-  void set_folded(bool folded) {
-    folded_ = folded;
-    set_passed_over(folded);
-  }
-  bool folded() const { return folded_; }
-
  private:
   // Sums the first `values` doubles of sums_ over sync_ in place (needs sync_). With
   // local_count >= 0 it rides along as element `values` and the global count is returned.
@@ -93,7 +84,6 @@ class BatchNorm2d : public Layer {
   HostDoubleView host_sums_;  // mirror of sums_ for MPI (sums_ itself when host-accessible)
   double count_ = 0.0;        // N of the last training forward
   bool training_ = true;      // mode of the last forward
-  bool folded_ = false;
 };
 
 }  // namespace trellis::nn

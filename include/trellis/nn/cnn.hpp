@@ -74,6 +74,7 @@ class Cnn : public Model {
   const CnnSpec& spec() const { return spec_; }
   std::size_t num_layers() const { return layers_.size(); }
   const Layer& layer(std::size_t i) const { return layers_[i]; }
+  Layer& layer(std::size_t i) { return layers_[i]; }
   // Every BatchNorm's running mean and variance, in forward order.
   std::vector<NamedBuffer> buffers() const override;
   // Every block's conv1 output channels, with bn1 (gamma, beta, running statistics), read by
@@ -82,10 +83,6 @@ class Cnn : public Model {
   std::vector<PrunableUnits> prunable_units() const override;
   // stem.conv / stem.bn and every block's conv1 / bn1, conv2 / bn2, shortcut.conv / .bn.
   std::vector<std::pair<std::string, std::string>> conv_batchnorm_pairs() const override;
-  // With every convolution int8: activations channels-last (NHWC) from the stem's output to
-  // the pool, the layout oneDNN's int8 convolutions read and write; the stem still reads the
-  // NCHW images. Element-wise layers and the residual adds do not care; the pool is told.
-  void int8_attached() override;
   void for_each_layer(const std::function<void(Layer&)>& f) override {
     for (std::size_t i = 0; i < layers_.size(); ++i) visit_layers(layers_[i], f);
   }

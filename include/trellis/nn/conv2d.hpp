@@ -25,11 +25,6 @@
 // fallback and the tests' reference. The vendor paths allocate no im2col workspace; the bias
 // steps are shared.
 //
-// Int8 inference (nn/quantization.hpp): with an input observer, forward shows it x (the
-// calibration passes); with an int8 kernel (set_int8: the weights, with a following
-// BatchNorm folded in, and the bias live in the kernel), forward runs it instead; backward
-// then throws.
-//
 // Mixed precision (autocast.hpp, from the store): x and dy rounded into x16 / dy16, the
 // weight's rounded compute copy, y and dx rounded in place; dW and db stay fp32.
 #pragma once
@@ -37,7 +32,6 @@
 #include "trellis/kernels/conv.hpp"
 #include "trellis/kernels/conv_cudnn.hpp"
 #include "trellis/kernels/conv_onednn.hpp"
-#include "trellis/kernels/int8_conv.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
@@ -48,8 +42,6 @@
 #include <string>
 
 namespace trellis::nn {
-
-class ActivationObserver;
 
 // automatic: the vendor convolution when the build has one, else im2col; vendor: the vendor
 // convolution or a ConfigError; im2col: always the portable path.
@@ -95,12 +87,6 @@ class Conv2d : public Layer {
   std::size_t weight_index() const { return weight_; }
   std::optional<std::size_t> bias_index() const { return bias_; }
 
-  // Int8 inference (see above). The observer is not owned (nullptr detaches it).
-  void set_input_observer(ActivationObserver* observer) { observer_ = observer; }
-  void set_int8(std::unique_ptr<kernels::Int8Conv2d> kernel);
-  const kernels::Int8Conv2d* int8() const { return int8_.get(); }
-  kernels::Int8Conv2d* int8() { return int8_.get(); }
-
  private:
   // The convolution proper, on the operands autocast chose (rounded or not).
   void forward_operands(ConstMatrix x, kernels::ConstVector weight, int n);
@@ -126,9 +112,6 @@ class Conv2d : public Layer {
 #if TRELLIS_HAVE_ONEDNN
   std::unique_ptr<kernels::OnednnConvolution> onednn_;
 #endif
-  // Int8 inference, on every build (the reference kernel where oneDNN is missing).
-  ActivationObserver* observer_ = nullptr;
-  std::unique_ptr<kernels::Int8Conv2d> int8_;
 };
 
 }  // namespace trellis::nn

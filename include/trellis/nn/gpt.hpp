@@ -122,13 +122,19 @@ class Gpt : public Model {
     if (ln_f_) visit_layers(*ln_f_, f);
     if (head_) visit_layers(*head_, f);
   }
-  // Each block whose Linears all run int8 chains them (Block::fuse_int8); an int8 head reads
-  // ln_f's output quantized by ln_f itself.
-  void int8_attached() override;
-
   const GptSpec& spec() const { return spec_; }
   const Embedding& wte() const { return *wte_; }  // first stage only
   const Block& block(int i) const { return *blocks_.at(static_cast<std::size_t>(i)); }
+
+  // The parts, for int8 inference (int8/gpt.hpp) to run around its own blocks and head:
+  // the embeddings on the first stage, ln_f and the head on the last.
+  Embedding& wte() { return *wte_; }
+  PositionalEmbedding& wpe() { return *wpe_; }
+  Dropout& drop() { return *drop_; }
+  Block& block(int i) { return *blocks_.at(static_cast<std::size_t>(i)); }
+  int num_blocks() const { return static_cast<int>(blocks_.size()); }
+  LayerNorm& ln_f() { return *ln_f_; }
+  const TiedHead& head() const { return *head_; }
 
  private:
   GptSpec spec_;
@@ -141,8 +147,7 @@ class Gpt : public Model {
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<LayerNorm> ln_f_;  // last stage, built after the blocks (forward order)
   std::unique_ptr<TiedHead> head_;   // last stage: logits [capacity * T, vocab/tp]
-  bool int8_head_fused_ = false;
-  ConstMatrix input_grad_;  // non-first stages: [capacity * T, d] of the last backward
+  ConstMatrix input_grad_;           // non-first stages: [capacity * T, d] of the last backward
   int last_n_ = -1;
   std::size_t wpe_offset_ = 0, ln_f_offset_ = 0;  // flat offsets, for grads_final_from
   std::vector<std::size_t> block_offsets_;

@@ -28,6 +28,13 @@ struct StepContext {
   bool training = true;           // false: dropout is the identity
 };
 
+// Sees a layer's forward inputs (Layer::set_input_observer).
+class InputObserver {
+ public:
+  virtual ~InputObserver() = default;
+  virtual void observe(ConstMatrix rows) = 0;  // [n, in_features]
+};
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -44,7 +51,7 @@ class Layer {
   virtual std::int64_t flops_per_sample() const { return 0; }
   // Composite layers (a residual block, a transformer block) call f on each layer they are
   // made of, in forward order; nn::visit_layers walks a whole tree. Used to find the layers
-  // that int8 inference replaces (nn/quantization.hpp).
+  // that int8 inference replaces (int8/quantize_layer.hpp).
   virtual void for_each_part(const std::function<void(Layer&)>& f) { (void)f; }
 
   const std::string& name() const { return name_; }
@@ -63,14 +70,17 @@ class Layer {
   void set_input_grad_needed(bool needed) { input_grad_needed_ = needed; }
   bool input_grad_needed() const { return input_grad_needed_; }
 
-  // Inference only: a neighbour does this layer's work (a BatchNorm folded into the
-  // convolution before it, a ReLU fused into that convolution's epilogue), so whoever runs
-  // the layers passes its input on instead of calling forward (run_forward below).
-  void set_passed_over(bool passed) { passed_over_ = passed; }
-  bool passed_over() const { return passed_over_; }
+  // Shows `observer` the input rows [0, n) of every forward (nullptr: none); not owned.
+  // Int8 calibration watches the inputs of the layers it quantizes this way
+  // (int8/calibration.hpp); no layer needs to know.
+  void set_input_observer(InputObserver* observer) { observer_ = observer; }
 
  protected:
   Layer(std::string name, int in_features, int out_features, int capacity);
+  // An inference-only layer (int8/): it owns no input gradient (input_grad() is empty), and
+  // its backward throws.
+  struct InferenceOnly {};
+  Layer(std::string name, int in_features, int out_features, int capacity, InferenceOnly);
 
   // Checks a forward call, remembers its input for backward, returns rows [0, n) of input.
   ConstMatrix begin_forward(const ConstMatrix& input, int n);
@@ -95,16 +105,8 @@ class Layer {
   ConstMatrix saved_input_;  // [n, in_features] window onto the caller's input (not owned)
   bool has_forward_ = false;
   bool input_grad_needed_ = true;
-  bool passed_over_ = false;
+  InputObserver* observer_ = nullptr;
 };
-
-// Runs `layer` on input rows [0, n) and returns what the next layer reads: its output, or
-// the input itself when the layer is passed over.
-inline ConstMatrix run_forward(Layer& layer, ConstMatrix input, int n, const StepContext& ctx) {
-  if (layer.passed_over()) return input;
-  layer.forward(input, n, ctx);
-  return layer.output();
-}
 
 // f(layer), then the same for each of its parts, depth first in forward order.
 inline void visit_layers(Layer& layer, const std::function<void(Layer&)>& f) {

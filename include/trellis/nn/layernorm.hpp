@@ -10,7 +10,6 @@
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
-#include "trellis/kernels/int8.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/parameter_store.hpp"
 
@@ -24,10 +23,6 @@ class LayerNorm : public Layer {
   LayerNorm(ParameterStore& store, const std::string& name, int d, int capacity_rows,
             float eps = 1e-5f);
 
-  // Int8 inference: y quantized with q straight into out (the next int8 Linear's input
-  // bytes); output() is not written (kernels::layernorm_forward_quantized).
-  void forward_quantized(ConstMatrix input, int n, const kernels::ActivationQuant& q,
-                         kernels::ByteView out);
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
 

@@ -18,11 +18,6 @@
 // operand buffers x16 [cap, in] and dz16 [cap, out] (kept between forward and backward), the
 // GEMMs read W's rounded compute copy, and y and dx are rounded in place; db and dW stay fp32.
 //
-// Int8 inference (nn/quantization.hpp): with an input observer, forward shows it x (the
-// calibration passes); with an int8 kernel (set_int8), forward quantizes x into its own byte
-// buffer xq [cap * in] and runs the kernel instead of the GEMM, bias and activation; backward
-// then throws. Layers split over tp have no int8 form.
-//
 // set_input_grad_needed(false) (Layer): for the first layer of a model, whose input is data:
 // backward leaves dx (one of its three GEMMs) out, and input_grad() must not be read.
 //
@@ -36,7 +31,6 @@
 #pragma once
 
 #include "trellis/kernels/bias.hpp"
-#include "trellis/kernels/int8.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/parameter_store.hpp"
 #include "trellis/nn/tensor_parallel.hpp"
@@ -46,8 +40,6 @@
 #include <string>
 
 namespace trellis::nn {
-
-class ActivationObserver;
 
 enum class LinearInit {
   kaiming,  // PyTorch nn.Linear default: W, b ~ U(-1/sqrt(in), 1/sqrt(in))
@@ -80,18 +72,6 @@ class Linear : public Layer {
   void fuse_activation(kernels::Activation f);
   kernels::Activation activation() const { return activation_; }
 
-  // Int8 inference (see above). The observer is not owned (nullptr detaches it).
-  void set_input_observer(ActivationObserver* observer) { observer_ = observer; }
-  void set_int8(std::unique_ptr<kernels::Int8Linear> kernel);
-  const kernels::Int8Linear* int8() const { return int8_.get(); }
-  kernels::Int8Linear* int8() { return int8_.get(); }
-  // The int8 input bytes [cap * in]: filled by quantize_input, or by an upstream int8 layer
-  // that writes its output quantized for this one (a transformer block's fused path).
-  kernels::ByteView quantized_input() const { return xq_; }
-  void quantize_input(ConstMatrix input, int n);
-  // Int8 inference from quantized_input() as filled upstream: output() [n, out].
-  void forward_quantized_input(int n);
-
   std::size_t weight_index() const { return weight_; }
   std::size_t bias_index() const { return bias_; }
   Split split() const { return split_; }
@@ -107,9 +87,6 @@ class Linear : public Layer {
   FloatView dz_;              // [cap * out] dy * f'(z), with an activation only
   AutocastOperand x16_;       // [cap * in] x rounded, autocast only
   AutocastOperand dz16_;      // [cap * out] dz rounded, autocast only
-  ActivationObserver* observer_ = nullptr;
-  std::unique_ptr<kernels::Int8Linear> int8_;
-  kernels::ByteView xq_;  // [cap * in] the quantized input, int8 only
 };
 
 }  // namespace trellis::nn

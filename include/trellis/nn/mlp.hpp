@@ -86,6 +86,7 @@ class Mlp : public Model {
   const MlpSpec& spec() const { return spec_; }
   std::size_t num_layers() const { return layers_.size(); }
   const Layer& layer(std::size_t i) const { return layers_[i]; }
+  Layer& layer(std::size_t i) { return layers_[i]; }
 
  private:
   void add_linear(std::unique_ptr<Linear> fc);

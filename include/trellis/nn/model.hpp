@@ -104,9 +104,6 @@ class Model {
   virtual std::vector<std::pair<std::string, std::string>> conv_batchnorm_pairs() const {
     return {};
   }
-  // Called once attach_int8 has given layers their int8 kernels: a model may change how its
-  // layers pass activations to suit them (the CNN goes channels-last).
-  virtual void int8_attached() {}
   // The unit groups of this stage that structured pruning may remove (none by default).
   virtual std::vector<PrunableUnits> prunable_units() const { return {}; }
 };

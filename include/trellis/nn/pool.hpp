@@ -44,7 +44,7 @@ class GlobalAvgPool : public Layer {
 
   int channels() const { return out_features(); }
   int plane() const { return plane_; }
-  // Inference on channels-last (NHWC) rows: the int8 CNN's layout (nn/quantization.hpp);
+  // Inference on channels-last (NHWC) rows: the int8 CNN's layout (int8/classifiers.hpp);
   // backward then throws.
   void set_channels_last(bool channels_last) { channels_last_ = channels_last; }
 

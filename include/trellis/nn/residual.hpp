@@ -43,10 +43,6 @@ class BasicBlock : public Layer {
   // Sum of the convolutions' FLOPs (BatchNorm, ReLU and the add are not counted).
   std::int64_t flops_per_sample() const override;
   void for_each_part(const std::function<void(Layer&)>& f) override;
-  // Int8 inference with every convolution int8 and every BatchNorm folded, channels-last:
-  // relu1 runs in conv1's epilogue, and the output is made in place: the shortcut (x, or the
-  // shortcut convolution) written into it, conv2 added with the final ReLU in its epilogue.
-  void fuse_int8();
 
   bool has_projection() const { return shortcut_conv_ != nullptr; }
   int out_channels() const { return conv2_->out_channels(); }
@@ -55,6 +51,11 @@ class BasicBlock : public Layer {
   int mid_channels() const { return conv1_->out_channels(); }
   // The block's BatchNorms (for their running statistics), in forward order.
   std::vector<const BatchNorm2d*> batchnorms() const;
+  // The parts (int8 inference builds its own block from them, int8/residual_block.hpp);
+  // shortcut_conv() is null for an identity shortcut.
+  const Conv2d& conv1() const { return *conv1_; }
+  const Conv2d& conv2() const { return *conv2_; }
+  const Conv2d* shortcut_conv() const { return shortcut_conv_.get(); }
 
  private:
   std::unique_ptr<Conv2d> conv1_;
@@ -66,7 +67,6 @@ class BasicBlock : public Layer {
   std::unique_ptr<BatchNorm2d> shortcut_bn_;  // null: identity shortcut
   FloatView sum_;       // [capacity * out_features]: m + sc, the final ReLU's input
   FloatView sum_grad_;  // [capacity * out_features]: ds
-  bool int8_fused_ = false;
 };
 
 }  // namespace trellis::nn

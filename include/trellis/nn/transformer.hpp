@@ -61,15 +61,8 @@ class FeedForward : public Layer {
 
   float dropout() const { return p_; }
 
-  // Inference with both Linears int8 (Block::fuse_int8): out [n, d] = residual + mlp(x), from
-  // x already quantized into c_fc's quantized_input() (by the LayerNorm before). c_fc (its
-  // kernel's activation set to none) writes fp32 pre-activations in row chunks that stay in
-  // L2, each of which one pass takes through GELU into c_proj's quantized input; c_proj's
-  // kernel adds the residual. allocate_int8_hidden makes the chunk buffer.
-  void forward_int8(int n, const StepContext& ctx, ConstMatrix residual, Matrix out);
-  void allocate_int8_hidden();
-  Linear& c_fc() { return c_fc_; }
-  Linear& c_proj() { return c_proj_; }
+  const Linear& c_fc() const { return c_fc_; }
+  const Linear& c_proj() const { return c_proj_; }
 
  private:
   Linear c_fc_;  // with the GELU as its epilogue (Linear::fuse_activation)
@@ -78,8 +71,7 @@ class FeedForward : public Layer {
   std::uint64_t stream_;  // stream_from_name("<name>.dropout")
   kernels::DropoutMask mask_;
   bool dropout_active_ = false;
-  FloatView dz_;           // [cap * d]
-  FloatView int8_hidden_;  // [256 * 4d]: one row chunk of c_fc's pre-activations, int8 only
+  FloatView dz_;  // [cap * d]
 };
 
 class Block : public Layer {
@@ -104,16 +96,9 @@ class Block : public Layer {
   const LayerNorm& ln_2() const { return ln_2_; }
   const FeedForward& mlp() const { return mlp_; }
 
-  // Once every Linear of the block runs int8 (attach_int8): inference chains them without
-  // fp32 passes between. Each LayerNorm writes its output quantized for the Linear after it,
-  // each residual add is in the epilogue of the projection before it, and the MLP's hidden
-  // layer goes through GELU and quantization in one pass:
-  //   h = x + attn.c_proj(attention(c_attn(q(ln_1(x)))))
-  //   y = h + mlp.c_proj(q(gelu(mlp.c_fc(q(ln_2(h))))))
-  // (the LayerNorm statistics, attention and the residual stream stay fp32). Otherwise
-  // nothing changes.
-  void fuse_int8();
-  bool int8_fused() const { return int8_fused_; }
+  // The LayerNorms, run on their own by int8 inference (int8/transformer_block.hpp).
+  LayerNorm& ln_1() { return ln_1_; }
+  LayerNorm& ln_2() { return ln_2_; }
 
  private:
   LayerNorm ln_1_;
@@ -122,7 +107,6 @@ class Block : public Layer {
   FeedForward mlp_;
   FloatView h_;   // [cap * d]: x + attn(ln_1(x))
   FloatView dh_;  // [cap * d]
-  bool int8_fused_ = false;
 };
 
 }  // namespace trellis::nn

@@ -1,11 +1,11 @@
 // `trellis eval` (command.hpp): rebuilds the model from the configuration stored in a weights
-// file (an int8 model's layers run int8, nn/quantization.hpp), loads the weights and prints
-// loss, accuracy and throughput on a dataset, all ranks sharing the work. --cache: each rank
-// reads its share into memory first, so the throughput is the model's, not the file system's.
+// file (an int8 file's model converted to its int8 form, int8/int8_model.hpp), loads the weights
+// and prints loss, accuracy and throughput on a dataset, all ranks sharing the work. --cache: each
+// rank reads its share into memory first, so the throughput is the model's, not the file system's.
 #include "trellis/comm/agreement.hpp"
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/format.hpp"
-#include "trellis/nn/quantization.hpp"
+#include "trellis/kernels/int8.hpp"
 #include "trellis/train/commands/command.hpp"
 #include "trellis/train/commands/saved_model.hpp"
 #include "trellis/train/input/data_factory.hpp"
@@ -33,9 +33,9 @@ void evaluate_weights(MPI_Comm world, const std::string& weights_path, const std
   std::unique_ptr<PipelineEngine> engine;
   std::string precision = "fp32";
   run_agreed(comm.get(), log, [&] {
-    // An int8 model (trellis quantize): its Linears run the int8 kernels.
+    // An int8 model (trellis quantize) runs in its int8 form.
     open_saved_model(saved, weights_path, config, data->shape(), batch);
-    const std::vector<nn::Int8Layer>& int8 = saved.int8;
+    const std::vector<int8::Int8Layer>& int8 = saved.int8;
     std::vector<std::unique_ptr<nn::Model>> one;
     one.push_back(std::move(saved.model));
     if (!int8.empty()) {

@@ -2,7 +2,6 @@
 #include "trellis/train/commands/command.hpp"
 
 #include "trellis/comm/mpi_check.hpp"
-#include "trellis/nn/quantization.hpp"
 #include "trellis/train/files/int8_weights.hpp"
 
 #include "trellis/comm/agreement.hpp"
@@ -69,8 +68,8 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
   DataShape shape;
   shape.classes = vocab;
   shape.seq_len = seq_len;
-  // An int8 model (trellis quantize): its Linears run int8; LayerNorm, softmax, the
-  // embeddings, the tied head and the residual stream stay fp32.
+  // An int8 model (trellis quantize) runs in its int8 form: its Linears and tied head int8;
+  // LayerNorm, attention, the embeddings and the residual stream stay fp32.
   SavedModel saved;
   open_saved_model(saved, options.weights, config, shape, 1);
   nn::Model* model = saved.model.get();

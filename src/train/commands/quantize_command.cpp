@@ -6,9 +6,10 @@
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/format.hpp"
+#include "trellis/int8/calibration.hpp"
+#include "trellis/int8/quantize_layer.hpp"
 #include "trellis/nn/batchnorm.hpp"
 #include "trellis/nn/layer.hpp"
-#include "trellis/nn/quantization.hpp"
 #include "trellis/train/commands/saved_model.hpp"
 #include "trellis/train/config/train_config.hpp"
 #include "trellis/train/files/int8_weights.hpp"
@@ -50,19 +51,18 @@ std::int64_t file_bytes(const std::string& path) {
 // Each target layer's input range over every rank's calibration samples and (percentile,
 // entropy) the histogram of its values. Collective over comm.
 struct Calibration {
-  std::vector<nn::ActivationObserver> observers;  // one per target, reduced over the ranks
+  std::vector<int8::ActivationObserver> observers;  // one per target, reduced over the ranks
   std::vector<float> lows, highs;
 };
 
 Calibration calibrate(nn::Model& model, const std::vector<nn::Layer*>& targets, EvalSource& data,
-                      nn::CalibrationMethod method, std::int64_t batch, const MpiComm& comm,
+                      int8::CalibrationMethod method, std::int64_t batch, const MpiComm& comm,
                       const Logger& log) {
   const std::int64_t share = data.local_samples();
   BatchBuffers buffers(batch, data.shape().feature_numel, data.shape().seq_len);
   Calibration c;
   c.observers.resize(targets.size());
-  for (std::size_t i = 0; i < targets.size(); ++i)
-    nn::set_input_observer(*targets[i], &c.observers[i]);
+  for (std::size_t i = 0; i < targets.size(); ++i) targets[i]->set_input_observer(&c.observers[i]);
   run_agreed(comm.get(), log, [&] { forward_over(model, data, buffers, share, batch); });
   // Ranges agreed over the ranks, then (percentile, entropy) the histograms summed.
   c.lows.resize(targets.size()), c.highs.resize(targets.size());
@@ -73,34 +73,34 @@ Calibration calibrate(nn::Model& model, const std::vector<nn::Layer*>& targets, 
   TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, c.highs.data(), count, MPI_FLOAT, MPI_MAX, comm.get()));
   for (std::size_t i = 0; i < targets.size(); ++i)
     c.observers[i].start_histogram(c.lows[i], c.highs[i]);
-  if (method != nn::CalibrationMethod::minmax) {
+  if (method != int8::CalibrationMethod::minmax) {
     run_agreed(comm.get(), log, [&] { forward_over(model, data, buffers, share, batch); });
-    for (nn::ActivationObserver& o : c.observers)
-      TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, o.histogram().data(), nn::ActivationObserver::kBins,
+    for (int8::ActivationObserver& o : c.observers)
+      TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, o.histogram().data(), int8::ActivationObserver::kBins,
                                 MPI_DOUBLE, MPI_SUM, comm.get()));
   }
-  for (nn::Layer* layer : targets) nn::set_input_observer(*layer, nullptr);
+  for (nn::Layer* layer : targets) layer->set_input_observer(nullptr);
   return c;
 }
 
 // The int8 form of every target, its input scales chosen from the calibration and a
 // convolution's BatchNorm folded in; one log line per layer.
-std::vector<nn::Int8Layer> quantize_targets(nn::Model& model, const nn::ParameterStore& store,
-                                            const std::vector<nn::Layer*>& targets,
-                                            const Calibration& c, nn::CalibrationMethod method,
-                                            double percentile, const Logger& log) {
+std::vector<int8::Int8Layer> quantize_targets(nn::Model& model, const nn::ParameterStore& store,
+                                              const std::vector<nn::Layer*>& targets,
+                                              const Calibration& c, int8::CalibrationMethod method,
+                                              double percentile, const Logger& log) {
   std::map<std::string, const nn::BatchNorm2d*> norms;
   model.for_each_layer([&](nn::Layer& layer) {
     if (const auto* norm = dynamic_cast<const nn::BatchNorm2d*>(&layer)) norms[norm->name()] = norm;
   });
   std::map<std::string, const nn::BatchNorm2d*> folds;  // the BatchNorms that fold in
   for (const auto& [conv, norm] : model.conv_batchnorm_pairs()) folds[conv] = norms.at(norm);
-  std::vector<nn::Int8Layer> quantized;
+  std::vector<int8::Int8Layer> quantized;
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const kernels::ActivationQuant input = c.observers[i].choose(method, percentile);
     const auto fold = folds.find(targets[i]->name());
-    quantized.push_back(nn::quantize_layer(*targets[i], store, input,
-                                           fold == folds.end() ? nullptr : fold->second));
+    quantized.push_back(int8::quantize_layer(*targets[i], store, input,
+                                             fold == folds.end() ? nullptr : fold->second));
     log.info(format_text(
         "quantize: %-28s %-16s input %s range [%.4g, %.4g], scale %.4g (clips at %.4g)%s",
         targets[i]->name().c_str(), shape_string(quantized.back().weight_shape).c_str(),
@@ -121,10 +121,10 @@ void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logg
   int rank = 0;
   TRELLIS_MPI(MPI_Comm_rank(comm.get(), &rank));
   TrainConfig config;
-  nn::CalibrationMethod method = nn::CalibrationMethod::entropy;
+  int8::CalibrationMethod method = int8::CalibrationMethod::entropy;
   std::unique_ptr<EvalSource> data;
   run_agreed(comm.get(), log, [&] {
-    method = nn::parse_calibration_method(options.method);
+    method = int8::parse_calibration_method(options.method);
     if (!(options.percentile > 0 && options.percentile <= 100))
       throw ConfigError("quantize --percentile " + format_text("%g", options.percentile) +
                         ": must be in (0, 100]");
@@ -144,18 +144,19 @@ void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logg
   run_agreed(comm.get(), log, [&] {
     open_saved_model(saved, options.weights, config, data->shape(), options.batch);
     model = saved.model.get();
-    targets = nn::quantizable_layers(*model);
+    targets = int8::quantizable_layers(*model);
     if (targets.empty())
       throw ConfigError(options.weights + ": the model has no Linear or Conv2d layers to quantize");
   });
   const long long calibrated = data->total_samples();
   const Calibration calibration_data =
       calibrate(*model, targets, *data, method, options.batch, comm, log);
-  const std::vector<nn::Int8Layer> quantized = quantize_targets(
+  const std::vector<int8::Int8Layer> quantized = quantize_targets(
       *model, saved.store, targets, calibration_data, method, options.percentile, log);
   const std::string calibration =
-      std::string(nn::calibration_method_name(method)) +
-      (method == nn::CalibrationMethod::percentile ? format_text(" %g", options.percentile) : "") +
+      std::string(int8::calibration_method_name(method)) +
+      (method == int8::CalibrationMethod::percentile ? format_text(" %g", options.percentile)
+                                                     : "") +
       format_text(" on %lld samples of ", calibrated) + options.calib;
   run_agreed(comm.get(), log, [&] {
     if (rank == 0)

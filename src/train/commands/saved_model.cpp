@@ -23,7 +23,8 @@ void open_saved_model(SavedModel& out, const std::string& path, const TrainConfi
   build_saved_model(out, config, shape, capacity);
   out.int8 = read_int8_layers(path);
   load_weights(path, out.store, out.model->buffers(), int8_weight_names(out.int8));
-  nn::attach_int8(*out.model, out.store, out.int8);
+  if (!out.int8.empty())
+    out.model = int8_model(config.model.type, std::move(out.model), out.store, out.int8);
 }
 
 }  // namespace trellis

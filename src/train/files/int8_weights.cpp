@@ -50,9 +50,9 @@ bool is_int8_weights(const std::string& path) {
          read_string_attribute(file.get(), "quantization") == kInt8;
 }
 
-std::set<std::string> int8_weight_names(const std::vector<nn::Int8Layer>& layers) {
+std::set<std::string> int8_weight_names(const std::vector<int8::Int8Layer>& layers) {
   std::set<std::string> names;
-  for (const nn::Int8Layer& layer : layers) {
+  for (const int8::Int8Layer& layer : layers) {
     names.insert(layer.name + ".weight");
     if (layer.is_conv()) names.insert(layer.name + ".bias");
   }
@@ -61,7 +61,7 @@ std::set<std::string> int8_weight_names(const std::vector<nn::Int8Layer>& layers
 
 void write_int8_weights(const std::string& path, const nn::ParameterStore& store,
                         const std::vector<nn::NamedBuffer>& buffers,
-                        const std::vector<nn::Int8Layer>& layers, const std::string& config_ini,
+                        const std::vector<int8::Int8Layer>& layers, const std::string& config_ini,
                         const std::string& calibration) {
   const std::string tmp = path + ".tmp";
   try {
@@ -82,7 +82,7 @@ void write_int8_weights(const std::string& path, const nn::ParameterStore& store
       for (const nn::NamedBuffer& buffer : buffers)
         write_floats(file.get(), "buffers/" + buffer.name,
                      {static_cast<std::int64_t>(buffer.data.extent(0))}, buffer.data);
-      for (const nn::Int8Layer& layer : layers) {
+      for (const int8::Int8Layer& layer : layers) {
         const std::string group = std::string(kInt8) + "/" + layer.name;
         write_dataset(file.get(), group + "/weight", H5T_NATIVE_INT8, layer.weight_shape,
                       layer.weight.data());
@@ -107,9 +107,9 @@ void write_int8_weights(const std::string& path, const nn::ParameterStore& store
   }
 }
 
-std::vector<nn::Int8Layer> read_int8_layers(const std::string& path) {
+std::vector<int8::Int8Layer> read_int8_layers(const std::string& path) {
   H5File file = open_weights_file(path);
-  std::vector<nn::Int8Layer> layers;
+  std::vector<int8::Int8Layer> layers;
   if (H5Lexists(file.get(), kInt8, H5P_DEFAULT) <= 0) return layers;
   H5Group root(TRELLIS_H5(H5Gopen2(file.get(), kInt8, H5P_DEFAULT)));
   H5G_info_t info;
@@ -125,7 +125,7 @@ std::vector<nn::Int8Layer> read_int8_layers(const std::string& path) {
     auto bad = [&](const std::string& what) {
       return InputError(path + ": int8 layer '/" + group + "': " + what);
     };
-    nn::Int8Layer layer;
+    int8::Int8Layer layer;
     layer.name = name;
     H5Group g(TRELLIS_H5(H5Gopen2(file.get(), group.c_str(), H5P_DEFAULT)));
     for (const char* dataset : {"weight", "weight_scale"})

@@ -1,6 +1,7 @@
 // model.type = cnn: a ResNet-style convolutional network on image samples [C, H, W]
 // (nn/cnn.hpp).
 #include "registration_util.hpp"
+#include "trellis/int8/classifiers.hpp"
 #include "trellis/nn/cnn.hpp"
 #include "trellis/train/model/model_registry.hpp"
 
@@ -80,6 +81,7 @@ ModelRegistration cnn_registration() {
     shape.feature_numel = shape_numel(shape.sample_shape);
     return shape;
   };
+  r.to_int8 = int8_converter<nn::Cnn, int8::Int8Cnn>();
   return r;
 }
 

@@ -1,5 +1,6 @@
 // model.type = gpt: a GPT-2-style decoder on token sequences (nn/gpt.hpp).
 #include "registration_util.hpp"
+#include "trellis/int8/gpt.hpp"
 #include "trellis/nn/gpt.hpp"
 #include "trellis/train/model/model_registry.hpp"
 
@@ -72,6 +73,7 @@ ModelRegistration gpt_registration() {
   };
   r.flops_per_sample = flops_of_built;
   r.sizes = gpt_sizes;
+  r.to_int8 = int8_converter<nn::Gpt, int8::Int8Gpt>();
   return r;
 }
 

@@ -1,5 +1,6 @@
 // model.type = mlp: a multilayer perceptron on labelled samples (nn/mlp.hpp).
 #include "registration_util.hpp"
+#include "trellis/int8/classifiers.hpp"
 #include "trellis/nn/mlp.hpp"
 #include "trellis/train/model/model_registry.hpp"
 
@@ -73,6 +74,7 @@ ModelRegistration mlp_registration() {
     shape.sample_shape = {shape.feature_numel};
     return shape;
   };
+  r.to_int8 = int8_converter<nn::Mlp, int8::Int8Mlp>();
   return r;
 }
 

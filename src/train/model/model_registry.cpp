@@ -61,6 +61,15 @@ std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const KernelsCo
   return build_model(ModelBuildArgs{model, kernels, data, capacity, store, dp, tp, stage});
 }
 
+std::unique_ptr<nn::Model> int8_model(ModelType type, std::unique_ptr<nn::Model> fp32,
+                                      const nn::ParameterStore& store,
+                                      const std::vector<int8::Int8Layer>& layers,
+                                      const int8::Int8Options& options) {
+  const ModelRegistration& r = model_registration(type);
+  if (!r.to_int8) throw ConfigError(std::string("model.type = ") + r.name + " has no int8 form");
+  return r.to_int8(std::move(fp32), store, layers, options);
+}
+
 std::vector<double> model_unit_costs(const ModelConfig& model, const DataShape& data) {
   const ModelRegistration& r = model_registration(model.type);
   if (!r.pipeline_parallel)

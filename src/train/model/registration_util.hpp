@@ -32,6 +32,17 @@ std::function<std::unique_ptr<nn::Model>(const ModelBuildArgs&)> split_builder(S
   };
 }
 
+// The int8 converter of a model whose int8 form is Int8(fp32 model, store, layers, options).
+template <class Fp32, class Int8>
+ModelRegistration::Int8Converter int8_converter() {
+  return [](std::unique_ptr<nn::Model> fp32, const nn::ParameterStore& store,
+            const std::vector<int8::Int8Layer>& layers, const int8::Int8Options& options) {
+    return int8::convert_owned<Fp32>(std::move(fp32), [&](Fp32& model) {
+      return std::make_unique<Int8>(model, store, layers, options);
+    });
+  };
+}
+
 // FLOPs per sample of a model that counts them itself for the whole logical model.
 inline double flops_of_built(const ModelConfig&, const DataShape&, const nn::Model& built) {
   return static_cast<double>(built.flops_per_sample());

@@ -1,10 +1,10 @@
 // `trellis quantize --weights model.h5 --calib DATA --out model.int8.h5`: post-training int8
-// quantization (nn/quantization.hpp) of every Linear and Conv2d of an mlp, cnn or gpt (a
-// convolution's BatchNorm folded in). The
-// calibration runs the fp32 model on the first `batches` x `batch` samples of DATA split over
-// the ranks; each layer's input range (min/max, then a histogram) is reduced over the ranks, so
-// any rank count chooses the same scales for the same samples. Rank 0 writes the int8 file
-// (train/int8_weights.hpp). `trellis eval` and `trellis generate` run it.
+// quantization (int8/calibration.hpp, int8/quantize_layer.hpp) of every Linear and Conv2d of an
+// mlp, cnn or gpt (a convolution's BatchNorm folded in). The calibration runs the fp32 model on the
+// first `batches` x `batch` samples of DATA split over the ranks; each layer's input range
+// (min/max, then a histogram) is reduced over the ranks, so any rank count chooses the same scales
+// for the same samples. Rank 0 writes the int8 file (train/int8_weights.hpp). `trellis eval` and
+// `trellis generate` run it.
 #pragma once
 
 #include "trellis/core/log.hpp"

@@ -17,9 +17,9 @@
 // Written by one process into "<path>.tmp" and published durably (core/durable_file.hpp).
 #pragma once
 
+#include "trellis/int8/quantize_layer.hpp"
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
-#include "trellis/nn/quantization.hpp"
 
 #include <set>
 #include <string>
@@ -32,14 +32,14 @@ bool is_int8_weights(const std::string& path);
 
 void write_int8_weights(const std::string& path, const nn::ParameterStore& store,
                         const std::vector<nn::NamedBuffer>& buffers,
-                        const std::vector<nn::Int8Layer>& layers, const std::string& config_ini,
+                        const std::vector<int8::Int8Layer>& layers, const std::string& config_ini,
                         const std::string& calibration);
 
 // The int8 layers of such a file; InputError naming the file and dataset when one is bad.
-std::vector<nn::Int8Layer> read_int8_layers(const std::string& path);
+std::vector<int8::Int8Layer> read_int8_layers(const std::string& path);
 
 // The parameter names whose fp32 values an int8 file leaves out ("<layer>.weight"; a
 // convolution's own bias too: the kernel's bias replaces it).
-std::set<std::string> int8_weight_names(const std::vector<nn::Int8Layer>& layers);
+std::set<std::string> int8_weight_names(const std::vector<int8::Int8Layer>& layers);
 
 }  // namespace trellis

@@ -3,14 +3,16 @@
 // the rest of the application needs to know about a model, so nothing else switches on
 // model.type: its name, the config keys it reads, the kind of data it takes, how it is built
 // (and whether tensor or pipeline parallelism can split it), its pipeline unit costs, its FLOPs
-// per sample, its sizes for the memory estimate, its structured-pruning widths, and how a
-// weights file's tensor shapes give back the data shape it was built for.
+// per sample, its sizes for the memory estimate, its structured-pruning widths, how a
+// weights file's tensor shapes give back the data shape it was built for, and its int8 form.
 //
 // Adding a model: its layers under nn/, a ModelType value, one registration file here.
 #pragma once
 
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/data/data_shape.hpp"
+#include "trellis/int8/int8_model.hpp"
+#include "trellis/int8/quantize_layer.hpp"
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
 #include "trellis/nn/tensor_parallel.hpp"
@@ -73,6 +75,12 @@ struct ModelRegistration {
   std::function<DataShape(const ModelConfig&,
                           const std::function<Shape(const std::string&)>& shape_of)>
       data_shape_from_weights;
+  // The model's int8 inference form (int8/int8_model.hpp), converted from the trained model
+  // `fp32` (which it then owns) with an int8 weights file's layers.
+  using Int8Converter = std::function<std::unique_ptr<nn::Model>(
+      std::unique_ptr<nn::Model> fp32, const nn::ParameterStore& store,
+      const std::vector<int8::Int8Layer>& layers, const int8::Int8Options& options)>;
+  Int8Converter to_int8;
 };
 
 // Every registered model, in the order `trellis train --help` lists model.type's names.
@@ -87,6 +95,11 @@ std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const KernelsCo
                                        nn::ParameterStore& store, const MpiComm* dp,
                                        nn::TensorParallel tp = {}, nn::StageRange stage = {});
 
+// `fp32` (a model of `type`, built and loaded) in its int8 form with `layers`, owning it.
+std::unique_ptr<nn::Model> int8_model(ModelType type, std::unique_ptr<nn::Model> fp32,
+                                      const nn::ParameterStore& store,
+                                      const std::vector<int8::Int8Layer>& layers,
+                                      const int8::Int8Options& options = {});
 // Relative cost of each pipeline unit; ConfigError naming parallel.pp for models that cannot
 // be split.
 std::vector<double> model_unit_costs(const ModelConfig& model, const DataShape& data);

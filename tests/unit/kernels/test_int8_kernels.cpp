@@ -7,7 +7,6 @@
 #include "trellis/kernels/int8.hpp"
 #include "trellis/kernels/int8_conv.hpp"
 #include "trellis/kernels/layernorm.hpp"
-#include "trellis/nn/quantization.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -275,60 +274,6 @@ TEST_CASE("gelu_quantize gives the level of the exact GELU", "[int8]") {
     }
     CHECK(saturated > 0);
   }
-}
-
-namespace {
-
-// An observer fed x in two passes, as calibration does on one rank.
-nn::ActivationObserver observed(const std::vector<float>& x) {
-  nn::ActivationObserver o;
-  const FloatView d = to_device("x", x);
-  o.observe(d);
-  o.start_histogram(o.min(), o.max());
-  o.observe(d);
-  return o;
-}
-
-}  // namespace
-
-TEST_CASE("calibration thresholds on known distributions", "[int8][calibration]") {
-  std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> gauss(400000);
-  for (float& v : gauss) v = normal(rng);
-  gauss[17] = 20.0f;  // one outlier far out (the histogram still resolves the bulk)
-  const nn::ActivationObserver g = observed(gauss);
-  CHECK(g.min() < 0);
-  const double width = g.range() / nn::ActivationObserver::kBins;
-  const kernels::ActivationQuant minmax = g.choose(nn::CalibrationMethod::minmax);
-  CHECK(minmax.type == QuantType::s8);
-  CHECK(minmax.scale == Approx(20.0 / 127));
-  // P(|x| < t) = 0.99 at t = 2.5758 for a standard normal; the histogram resolves 20/2048.
-  const kernels::ActivationQuant p99 = g.choose(nn::CalibrationMethod::percentile, 99.0);
-  // One bin of resolution plus ~4 standard errors of the sample quantile (0.005 here).
-  CHECK(p99.scale * 127 == Approx(2.5758).margin(width + 0.02));
-  // The outlier costs entropy calibration nothing: its threshold stays in the bulk.
-  const kernels::ActivationQuant kl = g.choose(nn::CalibrationMethod::entropy);
-  INFO("entropy threshold " << kl.scale * 127);
-  CHECK(kl.scale * 127 > 2.0);
-  CHECK(kl.scale * 127 < 8.0);
-
-  // Uniform [0, 1], never negative: u8, and nothing worth clipping (the KL minimum is at the
-  // whole range, up to a few bins).
-  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
-  std::vector<float> flat(200000);
-  for (float& v : flat) v = uniform(rng);
-  const nn::ActivationObserver u = observed(flat);
-  const kernels::ActivationQuant ku = u.choose(nn::CalibrationMethod::entropy);
-  CHECK(ku.type == QuantType::u8);
-  CHECK(ku.zero_point == 0);
-  CHECK(ku.scale * 255 == Approx(u.max()).epsilon(0.03));
-  CHECK(u.choose(nn::CalibrationMethod::minmax).scale == Approx(u.max() / 255.0));
-
-  // The thresholds on hand-made histograms: percentile counts whole bins.
-  CHECK(nn::percentile_threshold({1, 1, 1, 1}, 0.5, 50.0) == 1.0);
-  CHECK(nn::percentile_threshold({0, 0, 0, 0}, 0.5, 50.0) == 0.0);
-  CHECK_THROWS_AS(nn::parse_calibration_method("mse"), ConfigError);
 }
 
 TEST_CASE("int8 convolution: oneDNN equals the reference and the exact sums", "[int8][conv]") {
