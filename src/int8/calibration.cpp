@@ -1,6 +1,7 @@
 #include "trellis/int8/calibration.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/name_table.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,23 +10,23 @@
 
 namespace trellis::int8 {
 
+const NameTable<CalibrationMethod>& calibration_method_names() {
+  static const NameTable<CalibrationMethod> names{{"minmax", CalibrationMethod::minmax},
+                                                  {"percentile", CalibrationMethod::percentile},
+                                                  {"entropy", CalibrationMethod::entropy}};
+  return names;
+}
+
 CalibrationMethod parse_calibration_method(const std::string& name) {
-  if (name == "minmax") return CalibrationMethod::minmax;
-  if (name == "percentile") return CalibrationMethod::percentile;
-  if (name == "entropy") return CalibrationMethod::entropy;
-  throw ConfigError("calibration method '" + name + "': expected minmax, percentile or entropy");
+  CalibrationMethod method{};
+  if (!find_name(calibration_method_names(), name, method))
+    throw ConfigError("calibration method '" + name + "': expected one of " +
+                      name_list(calibration_method_names()));
+  return method;
 }
 
 const char* calibration_method_name(CalibrationMethod method) {
-  switch (method) {
-    case CalibrationMethod::minmax:
-      return "minmax";
-    case CalibrationMethod::percentile:
-      return "percentile";
-    case CalibrationMethod::entropy:
-      return "entropy";
-  }
-  return "?";
+  return name_in(calibration_method_names(), method);
 }
 
 void ActivationObserver::observe(ConstMatrix rows) {

@@ -15,6 +15,7 @@
 //   scale        T / 255 (u8) or T / 127 (s8)
 #pragma once
 
+#include "trellis/core/name_table.hpp"
 #include "trellis/kernels/int8.hpp"
 #include "trellis/nn/layer.hpp"
 
@@ -24,7 +25,8 @@
 namespace trellis::int8 {
 
 enum class CalibrationMethod { minmax, percentile, entropy };
-// "minmax" | "percentile" | "entropy"; ConfigError otherwise.
+const NameTable<CalibrationMethod>& calibration_method_names();  // "minmax", "percentile", ...
+// A name of the table; ConfigError listing them otherwise.
 CalibrationMethod parse_calibration_method(const std::string& name);
 const char* calibration_method_name(CalibrationMethod method);
 
