@@ -39,7 +39,7 @@ $(DATA_DIR)/train.h5 $(DATA_DIR)/test.h5:
 
 demo: build $(DATA_DIR)/train.h5
 	$(DEMO_PROGRESS) OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) \
-	  $(BUILD_DIR)/trellis train --log.progress=$$progress \
+	  $(BUILD_DIR)/trellis train --log.progress=$$progress --run.overwrite=true \
 	  --config inputs/fashion_mlp.ini --data.train=$(DATA_DIR)/train.h5 --data.test=$(DATA_DIR)/test.h5
 
 $(TEXT_DIR)/train.h5:
@@ -48,12 +48,12 @@ $(TEXT_DIR)/train.h5:
 # The CNN and GPT demos of inputs/fashion_cnn.ini and inputs/gpt_char.ini (minutes on 2 cores).
 demo-cnn: build $(DATA_DIR)/train.h5
 	$(DEMO_PROGRESS) OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) \
-	  $(BUILD_DIR)/trellis train --log.progress=$$progress \
+	  $(BUILD_DIR)/trellis train --log.progress=$$progress --run.overwrite=true \
 	  --config inputs/fashion_cnn.ini --data.train=$(DATA_DIR)/train.h5 --data.test=$(DATA_DIR)/test.h5
 
 demo-gpt: build $(TEXT_DIR)/train.h5
 	$(DEMO_PROGRESS) OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) \
-	  $(BUILD_DIR)/trellis train --log.progress=$$progress \
+	  $(BUILD_DIR)/trellis train --log.progress=$$progress --run.overwrite=true \
 	  --config inputs/gpt_char.ini --data.train=$(TEXT_DIR)/train.h5 --data.test=$(TEXT_DIR)/val.h5
 	$(BUILD_DIR)/trellis generate --weights runs/gpt_char/model.h5 --prompt "It is a truth " \
 	  --tokens 300 --top-k 10 --temperature 0.8 --seed 1

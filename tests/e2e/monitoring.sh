@@ -89,9 +89,10 @@ assert abs(every[1]["lr"] - 0.025) < 1e-8 and abs(every[2]["lr"] - 0.05) < 1e-8,
 print("interval loss: mean of the per-step losses; lr per step as used")
 PY
 
-# A fresh run into a run.dir that holds an earlier run's TensorBoard file moves that file to
-# previous-runs/1/, so TensorBoard does not overlay the two runs.
-trellis_run 1 "${mlp[@]}" --train.max_steps=3 --run.dir="$WORK/plain" > "$WORK/again.log" 2>&1
+# A fresh run into a run.dir that holds an earlier run's TensorBoard file (here replacing the
+# run: run.overwrite) moves that file to previous-runs/1/, so TensorBoard does not overlay the
+# two runs.
+trellis_run 1 "${mlp[@]}" --train.max_steps=3 --run.dir="$WORK/plain" --run.overwrite=true > "$WORK/again.log" 2>&1
 [[ $(ls "$WORK"/plain/events.out.tfevents.* | wc -l) == 1 ]] || fail "fresh run: $(ls "$WORK/plain")"
 [[ $(ls "$WORK"/plain/previous-runs/1/events.out.tfevents.* | wc -l) == 1 ]] || fail "earlier event file not moved aside"
 grep -q "moved to .*previous-runs/1" "$WORK/again.log" || fail "no warning about the moved event file"

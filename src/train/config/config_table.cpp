@@ -295,6 +295,10 @@ const std::vector<ConfigEntry>& config_table() {
           FIELD(precision.min_scale), 1e-30, 3.4e38),
       KEY("run.dir", "runs/default", "directory for config.ini, metrics.jsonl and model.h5", text,
           FIELD(run_dir), /*allow_empty=*/false),
+      KEY("run.overwrite", "false",
+          "a new run into a run.dir that holds an earlier run (model.h5, metrics, checkpoints) "
+          "deletes it first; false: refused (exit 2)",
+          boolean, FIELD(run_overwrite)),
       KEY("ckpt.dir", "", "checkpoint directory; empty: <run.dir>/checkpoints", text,
           FIELD(ckpt.dir)),
       KEY("ckpt.interval_steps", "0", "write a checkpoint every this many steps; 0 = not by steps",

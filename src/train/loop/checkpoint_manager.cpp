@@ -21,9 +21,10 @@ void check_compatible(const std::string& dir, const TrainConfig& stored,
                       const TrainConfig& current) {
   const ConfigDifference d = first_model_difference(stored, current);
   if (!d.key.empty())
-    throw InputError(dir + ": checkpoint of another model or run: " + d.key + " = " +
-                     d.stored_value + " there, " + d.current_value +
-                     " here (start a new run.dir, or set ckpt.resume = none)");
+    throw InputError(
+        dir + ": checkpoint of another model or run: " + d.key + " = " + d.stored_value +
+        " there, " + d.current_value +
+        " here (start a new run.dir, or start over: ckpt.resume = none, run.overwrite = true)");
 }
 
 }  // namespace
@@ -196,10 +197,11 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
         log_.warn("resume: " + dir + " is unusable (" + e.what() + "); trying an older one");
     }
   }
-  // Starting over silently would overwrite the run: the user decides (ckpt.resume = none).
+  // Starting over silently would overwrite the run: the user decides (run.overwrite).
   fail_agreed("resume: none of the " + std::to_string(candidates.size()) + " checkpoints in " +
               config_.derived.checkpoint_dir +
-              " is usable (see the warnings above); set ckpt.resume = none to start over");
+              " is usable (see the warnings above); to start over set ckpt.resume = none and "
+              "run.overwrite = true");
 }
 
 std::string CheckpointManager::write_weights() const {

@@ -8,6 +8,7 @@
 #include "trellis/parallel/pipeline_schedule.hpp"
 #include "trellis/train/config/memory_estimate.hpp"
 #include "trellis/train/faults/peer_heartbeats.hpp"
+#include "trellis/train/files/run_directory.hpp"
 #include "trellis/train/input/data_factory.hpp"
 #include "trellis/train/model/model_registry.hpp"
 #include "trellis/train/monitoring/console_sink.hpp"
@@ -25,6 +26,7 @@ namespace trellis {
 Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log)
     : config_(std::move(config)), node_(node), log_(log) {
   make_grid(world);
+  claim_run_directory();
   open_data();
   total_steps_ = config_.train.epochs * train_data_->steps_per_epoch();
   if (config_.train.max_steps > 0) total_steps_ = std::min(config_.train.max_steps, total_steps_);
@@ -55,6 +57,28 @@ void Trainer::make_grid(MPI_Comm world) {
     log_.warn("the tensor-parallel group of " + std::to_string(grid_->size(Axis::tp)) +
               " ranks spans nodes: its per-layer all-reduces leave the node (place tp ranks "
               "on one node, e.g. parallel.tp <= GPUs per node with block rank placement)");
+}
+
+void Trainer::claim_run_directory() {
+  run_agreed(grid_->world().get(), log_, [&] {
+    if (grid_->rank() != 0) return;
+    const EarlierRun earlier = find_earlier_run(config_.run_dir, config_.derived.checkpoint_dir);
+    if (earlier.empty()) return;
+    // --resume auto with no checkpoint starts over: a stopped attempt that never checkpointed
+    // left nothing to lose but its metrics; a finished run's model.h5 is refused below.
+    const std::string& resume = config_.ckpt.resume;
+    if (resume != "none" && (resume != "auto" || !earlier.checkpoints.empty())) return;
+    if (resume == "auto" && !earlier.finished()) return;
+    if (!config_.run_overwrite)
+      throw ConfigError("run.dir " + config_.run_dir + " holds an earlier run (" +
+                        earlier.describe() +
+                        "), which this run would replace. Continue it with --resume auto, start "
+                        "another beside it with --run.dir=<new directory>, or delete it and "
+                        "start over with --run.overwrite=true");
+    log_.warn("run.overwrite: deleting the earlier run in " + config_.run_dir + " (" +
+              earlier.describe() + ")");
+    remove_earlier_run(earlier, config_.derived.checkpoint_dir);
+  });
 }
 
 // The model and the parts that act on it each step.

@@ -185,6 +185,7 @@ struct TrainConfig {
   KernelsConfig kernels;
   PruneConfig prune;
   std::string run_dir;
+  bool run_overwrite = false;  // run.overwrite
   DerivedConfig derived;
   std::string source;  // where the values came from, for config.ini's header
 

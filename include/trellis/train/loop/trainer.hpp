@@ -65,6 +65,10 @@ class Trainer {
 
  private:
   void make_grid(MPI_Comm world);  // and the batch arithmetic that needs dp
+  // A fresh run into a run.dir that holds an earlier run is refused (ConfigError naming the
+  // ways out) unless run.overwrite, which deletes the earlier run first; a resumed run
+  // continues it.
+  void claim_run_directory();
   void open_data();
   void build_parts();
   void open_outputs(bool resumed);
