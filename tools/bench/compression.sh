@@ -60,7 +60,7 @@ train() {  # train MODEL VARIANT: OUT/MODEL-VARIANT/model.h5
   # shellcheck disable=SC2046
   "${mpi[@]}" -n "$ranks" "$bin" train --config "$(config_of "$model")" \
     --data.train="$(data_of "$model" train)" --data.test="$(data_of "$model" test)" \
-    --log.progress=lines --run.dir="$dir" $(prune_args "$model" "$variant") > "$dir.log" 2>&1
+    --log.progress=lines --run.dir="$dir" --run.overwrite=true $(prune_args "$model" "$variant") > "$dir.log" 2>&1
 }
 # The file each variant evaluates.
 weights_of() {  # weights_of MODEL VARIANT

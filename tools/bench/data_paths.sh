@@ -25,7 +25,7 @@ for ((r = 0; r < repeats; r++)); do
     for cache in none memory; do
       mpiexec "${mpi_flags[@]}" -n "$np" --bind-to core "$bin" train --config inputs/fashion_mlp.ini \
         --data.train="$data" --data.test= --data.cache=$cache --train.max_steps="$steps" \
-        --log.interval=100000 --sched.type=constant --run.dir="$out/run" > /dev/null
+        --log.interval=100000 --sched.type=constant --run.dir="$out/run" --run.overwrite=true > /dev/null
       /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['samples_per_sec'])" \
         "$out/run/summary.json" >> "$out/trellis-$cache-np$np"
     done

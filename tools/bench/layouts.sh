@@ -41,7 +41,7 @@ for ((r = 0; r < repeats; r++)); do
     # enough for the pipeline to fill.
     mpiexec "${mpi_flags[@]}" -n "$np" "$bin" train --config inputs/gpt_char.ini --data.test= \
       --train.max_steps="$steps" --sched.warmup_steps=5 --train.micro_batch=2 --log.interval=1 \
-      --parallel.tp="$tp" --parallel.pp="$pp" $extra --run.dir="$out/$name-$r" > /dev/null
+      --parallel.tp="$tp" --parallel.pp="$pp" $extra --run.dir="$out/$name-$r" --run.overwrite=true > /dev/null
   done
 done
 /usr/bin/python3 tools/bench/layout_table.py --skip 3 "$out" "${layouts[@]%%:*}"
