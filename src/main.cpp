@@ -44,6 +44,11 @@ void initialize_kokkos(int device) {
 int run(int argc, char** argv, int rank) {
   CommandLine line;
   run_agreed(MPI_COMM_WORLD, Logger(rank), [&] { line = parse_command_line(argc, argv); });
+  if (line.version) {
+    if (rank == 0)
+      std::printf("trellis %s (`trellis info` describes the build)\n", TRELLIS_VERSION);
+    return 0;
+  }
   if (line.help) {
     if (rank == 0) std::printf("%s", command_help(line.command).c_str());
     return 0;

@@ -15,7 +15,7 @@ constexpr double kPi = 3.14159265358979323846;
 
 // total_steps is no config key of its own: the trainer derives it.
 constexpr const char* kTotalSteps =
-    "total steps (train.epochs x steps per epoch, or train.max_steps)";
+    "total steps (train.max_steps, or train.epochs x steps per epoch)";
 
 double cos_anneal(double from, double to, double pct) {
   return to + (from - to) * 0.5 * (1.0 + std::cos(kPi * pct));

@@ -65,14 +65,23 @@ trellis_run 1 eval --weights "$WORK/gpt/int8.h5" --data "$WORK/text/val.h5" --ba
 grep -q "int8 (9 layers" "$WORK/gint8.log" || fail "gpt not int8: $(tail -1 "$WORK/gint8.log")"
 within "$(eval_field "$WORK/gint8.log" loss)" "$(eval_field "$WORK/gfp32.log" loss)" 0.05 \
   "GPT int8 validation loss vs fp32 (nats)"
+# Without --batch, eval picks a batch that fits (the same loss); an absurd one is refused.
+trellis_run 1 eval --weights "$WORK/gpt/model.h5" --data "$WORK/text/val.h5" > "$WORK/gauto.log"
+grep -q "eval: batch [0-9]* (the most that fits" "$WORK/gauto.log" || fail "no automatic batch: $(cat "$WORK/gauto.log")"
+within "$(eval_field "$WORK/gauto.log" loss)" "$(eval_field "$WORK/gfp32.log" loss)" 1e-5 \
+  "GPT eval loss, automatic batch vs --batch 32"
+expect_exit 2 "$WORK/gbig.log" trellis_run 1 eval --weights "$WORK/gpt/model.h5" --data "$WORK/text/val.h5" --batch 1000000000
+grep -q "eval --batch 1000000000: .* or less would fit" "$WORK/gbig.log" || fail "absurd eval batch: $(cat "$WORK/gbig.log")"
 trellis_run 1 generate --weights "$WORK/gpt/int8.h5" --prompt "The " --tokens 40 --seed 3 > "$WORK/gen.log"
 [[ $(wc -c < "$WORK/gen.log") -gt 40 ]] || fail "generate int8: $(cat "$WORK/gen.log")"
 
 # 3. The CNN: 7 int8 layers (stem, 2 + 3 block convolutions, head), 6 BatchNorms folded.
 trellis_run 2 train --config "$TRELLIS_SRC/inputs/fashion_cnn.ini" --data.train="$FASHION_DIR/train.h5" \
   --data.test= --train.max_steps=200 --train.global_batch=64 --model.widths=8,16 --run.dir="$WORK/cnn" > "$WORK/cnn.log"
-trellis_run 1 quantize --weights "$WORK/cnn/model.h5" --calib "$FASHION_DIR/train.h5" \
-  --out "$WORK/cnn/int8.h5" > "$WORK/cq.log"
+# No --out: the int8 file goes beside the weights, model.int8.h5.
+trellis_run 1 quantize --weights "$WORK/cnn/model.h5" --calib "$FASHION_DIR/train.h5" > "$WORK/cq.log"
+[[ -f "$WORK/cnn/model.int8.h5" ]] || fail "quantize without --out: $(tail -2 "$WORK/cq.log")"
+mv "$WORK/cnn/model.int8.h5" "$WORK/cnn/int8.h5"
 trellis_run 1 eval --weights "$WORK/cnn/model.h5" --data "$FASHION_DIR/test.h5" --batch 500 > "$WORK/cfp32.log"
 trellis_run 1 eval --weights "$WORK/cnn/int8.h5" --data "$FASHION_DIR/test.h5" --batch 500 > "$WORK/cint8.log"
 grep -q "int8 (7 layers" "$WORK/cint8.log" || fail "cnn not int8: $(tail -1 "$WORK/cint8.log")"

@@ -3,7 +3,8 @@
 # once (exit 2, naming --resume auto, another --run.dir and --run.overwrite=true) with every
 # file of the earlier run unchanged; --resume auto continues it; --run.overwrite=true deletes
 # it (checkpoints included) and starts over; --resume auto with no checkpoint starts over after
-# an attempt that never finished, but not over a finished run's model.h5.
+# an attempt that never finished, but not over a finished run's model.h5. A run.dir that
+# cannot be made is refused at once with exit 2.
 source "$(dirname "$0")/common.sh"
 mlp=(train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" --data.train="$FASHION_DIR/train.h5"
      --data.test="$FASHION_DIR/test.h5" --train.eval_max_samples=500 --log.progress=lines
@@ -29,6 +30,15 @@ trellis_run 2 "${mlp[@]}" "${run[@]}" --train.max_steps=9 --ckpt.interval_steps=
 grep -q "resume: .*step-0000006" "$WORK/resume.log" || fail "not resumed: $(tail -3 "$WORK/resume.log")"
 [[ $(last_step "$WORK/run") == 9 ]] || fail "resumed run did not reach step 9"
 
+# --resume RUN_DIR: the run's own config.ini and its newest checkpoint, nothing retyped but
+# what changes; a directory that is neither a run nor a checkpoint is named as such (exit 2).
+(cd "$WORK" && trellis_run 2 train --resume run --train.max_steps=12) > "$WORK/bydir.log"
+grep -q "resume: .*step-0000009" "$WORK/bydir.log" || fail "--resume RUN_DIR: $(head -20 "$WORK/bydir.log")"
+[[ $(last_step "$WORK/run") == 12 ]] || fail "--resume RUN_DIR did not reach step 12"
+mkdir -p "$WORK/empty"
+expect_exit 2 "$WORK/neither.log" trellis_run 1 train --resume "$WORK/empty"
+grep -q "neither a run directory" "$WORK/neither.log" || fail "--resume of an empty directory: $(tail -3 "$WORK/neither.log")"
+
 # --run.overwrite=true deletes it and starts over: no checkpoint of the earlier run is left for
 # a later --resume auto to pick up.
 trellis_run 1 "${mlp[@]}" "${run[@]}" --train.max_steps=4 --run.overwrite=true > "$WORK/overwrite.log" 2>&1
@@ -44,4 +54,9 @@ grep -q "holds an earlier run (model.h5" "$WORK/auto.log" || fail "resume auto o
 rm "$WORK/run/model.h5" "$WORK/run/summary.json"
 trellis_run 1 "${mlp[@]}" "${run[@]}" --train.max_steps=4 --resume auto > "$WORK/auto2.log" 2>&1
 grep -q "no checkpoint in .*starting from step 0" "$WORK/auto2.log" || fail "resume auto without checkpoints: $(tail -3 "$WORK/auto2.log")"
-echo "run.dir: refused, resumed, overwritten and restarted as documented"
+# A run.dir that cannot be made is a configuration error (exit 2) naming run.dir, before any
+# data is read (root ignores permissions; a path under a regular file cannot be a directory).
+touch "$WORK/a-file"
+expect_exit 2 "$WORK/unwritable.log" trellis_run 2 "${mlp[@]}" --run.dir="$WORK/a-file/run" --train.max_steps=2
+grep -q "run.dir $WORK/a-file/run: cannot create it" "$WORK/unwritable.log" || fail "unwritable run.dir: $(tail -3 "$WORK/unwritable.log")"
+echo "run.dir: refused, resumed, overwritten, restarted and checked as documented"

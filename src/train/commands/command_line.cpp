@@ -135,6 +135,10 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   CommandLine line;
   if (argc < 2) throw ConfigError("no command given\n" + command_help(nullptr));
   const std::string name = argv[1];
+  if (name == "--version" || name == "-V" || name == "version") {
+    line.version = true;
+    return line;
+  }
   if (name == "--help" || name == "-h" || name == "help") {
     line.help = true;
     if (name == "help" && argc > 2) line.command = find_command(argv[2]);
@@ -186,6 +190,7 @@ std::string command_help(const Command* command) {
   if (!command) {
     text = "usage: trellis <command> [options]   (trellis <command> --help for its options)\n";
     for (const Command& c : command_table()) text += format_text("  %-10s %s\n", c.name, c.summary);
+    text += "trellis --version prints the version.\n";
     return text;
   }
   text = "usage: " + synopsis_line(*command) + "\n\n" + command->synopsis + "\n";

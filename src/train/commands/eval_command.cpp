@@ -8,9 +8,11 @@
 #include "trellis/kernels/int8.hpp"
 #include "trellis/train/commands/command.hpp"
 #include "trellis/train/commands/saved_model.hpp"
+#include "trellis/train/config/memory_estimate.hpp"
 #include "trellis/train/input/data_factory.hpp"
 #include "trellis/train/loop/evaluate.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -28,7 +30,28 @@ void evaluate_weights(MPI_Comm world, const std::string& weights_path, const std
     config.train.eval_max_samples = 0;  // the run's cap on periodic evaluations; eval reads all
     config.data.cache_in_memory = cache_in_memory;
   });
-  run_agreed(comm.get(), log, [&] { data = open_eval_source(config, data_spec, comm, batch); });
+  const bool auto_batch = batch <= 0;
+  run_agreed(comm.get(), log, [&] {
+    // Buffers for at most kMaxInferenceBatch samples until the batch is known to fit.
+    data = open_eval_source(config, data_spec, comm,
+                            auto_batch ? kMaxInferenceBatch : std::min(batch, kMaxInferenceBatch));
+    // The same estimate on every rank: available memory is each rank's, so the batch is
+    // taken from rank 0's and broadcast below.
+    const std::int64_t available = available_memory_bytes();
+    if (auto_batch)
+      batch = default_inference_batch(config, data->shape(), available);
+    else
+      check_inference_memory(config, data->shape(), batch, "eval --batch", available);
+  });
+  TRELLIS_MPI(MPI_Bcast(&batch, 1, MPI_INT64_T, 0, comm.get()));
+  if (batch > kMaxInferenceBatch)
+    run_agreed(comm.get(), log, [&] { data = open_eval_source(config, data_spec, comm, batch); });
+  if (auto_batch)
+    log.info(format_text(
+        "eval: batch %lld (the most that fits in %lld MiB of activations, "
+        "at most %lld; --batch sets it)",
+        static_cast<long long>(batch), static_cast<long long>(kInferenceBudgetBytes >> 20),
+        static_cast<long long>(kMaxInferenceBatch)));
   SavedModel saved;
   std::unique_ptr<PipelineEngine> engine;
   std::string precision = "fp32";

@@ -11,6 +11,7 @@
 #include "trellis/nn/batchnorm.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/train/commands/saved_model.hpp"
+#include "trellis/train/config/memory_estimate.hpp"
 #include "trellis/train/config/train_config.hpp"
 #include "trellis/train/files/int8_weights.hpp"
 #include "trellis/train/files/weights_file.hpp"
@@ -116,6 +117,13 @@ std::vector<int8::Int8Layer> quantize_targets(nn::Model& model, const nn::Parame
 
 }  // namespace
 
+std::string default_int8_path(const std::string& weights) {
+  const std::string suffix = ".h5";
+  const bool h5 = weights.size() > suffix.size() &&
+                  weights.compare(weights.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return (h5 ? weights.substr(0, weights.size() - suffix.size()) : weights) + ".int8.h5";
+}
+
 void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logger& log) {
   MpiComm comm = MpiComm::duplicate(world);
   int rank = 0;
@@ -136,7 +144,13 @@ void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logg
     // The first batches x batch samples of DATA, split over the ranks: the same samples,
     // hence the same scales, for any rank count.
     config.train.eval_max_samples = options.batches * options.batch;
-    data = open_eval_source(config, options.calib, comm, options.batch);
+    // Buffers for at most kMaxInferenceBatch samples until the batch is known to fit.
+    data =
+        open_eval_source(config, options.calib, comm, std::min(options.batch, kMaxInferenceBatch));
+    check_inference_memory(config, data->shape(), options.batch, "quantize --batch",
+                           available_memory_bytes());
+    if (options.batch > kMaxInferenceBatch)
+      data = open_eval_source(config, options.calib, comm, options.batch);
   });
   SavedModel saved;
   std::vector<nn::Layer*> targets;
@@ -174,6 +188,7 @@ int run_quantize_command(const CommandContext& context, const CommandArgs& args)
   options.weights = args.text("--weights");
   options.calib = args.text("--calib");
   options.out = args.text("--out");
+  if (options.out.empty()) options.out = default_int8_path(options.weights);
   options.method = args.text("--method");
   options.percentile = args.real("--percentile");
   options.batches = args.integer("--batches");

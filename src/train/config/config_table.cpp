@@ -134,9 +134,12 @@ const std::vector<ConfigEntry>& config_table() {
           "samples per forward/backward on one rank; 0 = global_batch / dp "
           "(gradients accumulate over global_batch / (dp * micro_batch))",
           integer, FIELD(train.micro_batch), 0, kIntMax),
-      KEY("train.epochs", "1", "passes over the training set", integer, FIELD(train.epochs), 1),
-      KEY("train.max_steps", "0", "stop after this many optimizer steps; 0 = no limit", integer,
-          FIELD(train.max_steps), 0),
+      KEY("train.epochs", "1", "passes over the training set (when train.max_steps is 0)", integer,
+          FIELD(train.epochs), 1),
+      KEY("train.max_steps", "0",
+          "the run's length in optimizer steps, overriding train.epochs (the data repeats as "
+          "needed); 0 = train.epochs decides",
+          integer, FIELD(train.max_steps), 0),
       KEY("train.seed", "1234", "seed of initialisation, shuffling and dropout", integer,
           FIELD(train.seed), 0),
       KEY("train.eval_batch", "1000", "samples per evaluation batch on one rank", integer,

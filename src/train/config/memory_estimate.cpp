@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -92,6 +93,43 @@ void check_memory_estimate(const TrainConfig& config, const DataShape& data, int
     throw ConfigError("config key " + key_value(config, *key) + ": one rank needs an estimated " +
                       gib(e.total()) + parts + ", more than the " + gib(available_bytes) +
                       " available; reduce " + *key);
+}
+
+InferenceMemory estimate_inference_memory(const TrainConfig& config, const DataShape& data,
+                                          std::int64_t batch) {
+  const ModelSizes model =
+      model_registration(config.model.type).sizes(config.model, data, config.derived.vocab);
+  InferenceMemory m;
+  m.param_bytes = model.params * kFloat;
+  m.sample_activation_bytes = model.per_sample * kFloat;
+  m.activation_bytes = static_cast<Bytes>(batch) * m.sample_activation_bytes;
+  return m;
+}
+
+std::int64_t default_inference_batch(const TrainConfig& config, const DataShape& data,
+                                     std::int64_t available_bytes) {
+  const Bytes per_sample = estimate_inference_memory(config, data, 1).sample_activation_bytes;
+  const Bytes budget =
+      std::min<Bytes>(kInferenceBudgetBytes, static_cast<Bytes>(available_bytes) / 4);
+  const Bytes fits = per_sample > 0 ? budget / per_sample : kMaxInferenceBatch;
+  return static_cast<std::int64_t>(
+      std::max<Bytes>(1, std::min<Bytes>(kMaxInferenceBatch, std::floor(fits))));
+}
+
+void check_inference_memory(const TrainConfig& config, const DataShape& data, std::int64_t batch,
+                            const std::string& option, std::int64_t available_bytes) {
+  const InferenceMemory m = estimate_inference_memory(config, data, batch);
+  if (m.total() <= static_cast<Bytes>(available_bytes)) return;
+  const Bytes room = static_cast<Bytes>(available_bytes) - m.param_bytes;
+  const Bytes fits =
+      m.sample_activation_bytes > 0 && room > 0 ? std::floor(room / m.sample_activation_bytes) : 0;
+  throw ConfigError(
+      option + " " + std::to_string(batch) + ": the model needs an estimated " + gib(m.total()) +
+      " (parameters " + gib(m.param_bytes) + ", activations " + gib(m.activation_bytes) +
+      "), more than the " + gib(available_bytes) + " available; " +
+      (fits >= 1 ? option + " " + std::to_string(static_cast<long long>(fits)) +
+                       " or less would fit (leave it out: a batch that fits is chosen)"
+                 : std::string("the parameters alone do not fit")));
 }
 
 std::int64_t available_memory_bytes() {

@@ -20,9 +20,28 @@ namespace trellis {
 
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;  // the handler's only side effect
+volatile std::sig_atomic_t g_signal = 0;  // the handler's only lasting side effect
+// Set while a run trains (StopRequests exists): the first Ctrl-C then stops at the next step
+// boundary with a checkpoint instead of ending the process.
+volatile std::sig_atomic_t g_graceful_interrupt = 0;
 
-extern "C" void on_stop_signal(int signum) { g_signal = signum; }
+void say(const char* text, std::size_t length) { (void)!write(STDERR_FILENO, text, length); }
+
+// Async-signal-safe: a flag, write(2) and _exit(2) only.
+extern "C" void on_stop_signal(int signum) {
+  if (signum == SIGINT) {
+    if (!g_graceful_interrupt || g_signal == SIGINT) {
+      static const char now[] = "\ninterrupted: exiting now (exit code 130), no checkpoint\n";
+      say(now, sizeof(now) - 1);
+      _exit(130);
+    }
+    static const char later[] =
+        "\ninterrupted: stopping at the next step with a checkpoint (exit code 75); "
+        "Ctrl-C again to quit at once\n";
+    say(later, sizeof(later) - 1);
+  }
+  g_signal = signum;
+}
 
 // The handler stays installed for the rest of the process (no SA_RESETHAND, nothing ever
 // re-arms SIG_DFL): a second or third signal, e.g. while the checkpoint is being written, only
@@ -43,6 +62,7 @@ sigset_t stop_signals() {
   sigemptyset(&set);
   sigaddset(&set, SIGUSR1);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
   return set;
 }
 
@@ -57,7 +77,7 @@ void install_handlers() {
   action.sa_handler = on_stop_signal;
   action.sa_mask = stop_signals();
   action.sa_flags = SA_RESTART;
-  for (const int signum : {SIGUSR1, SIGTERM})
+  for (const int signum : {SIGUSR1, SIGTERM, SIGINT})
     if (sigaction(signum, &action, nullptr) != 0)
       throw Error(std::string("cannot install the handler for ") + strsignal(signum) + ": " +
                   std::strerror(errno));
@@ -95,6 +115,7 @@ const char* stop_reason_name(StopReason reason) {
 StopRequests::StopRequests(double time_limit_s, double margin_s)
     : time_limit_s_(time_limit_s), margin_s_(margin_s), slurm_end_(slurm_end_time()) {
   install_handlers();
+  g_graceful_interrupt = 1;
 }
 
 void StopRequests::install() { install_handlers(); }

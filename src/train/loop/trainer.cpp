@@ -17,9 +17,11 @@
 #include "trellis/train/monitoring/tensorboard_sink.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <system_error>
 
 namespace trellis {
 
@@ -28,8 +30,11 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
   make_grid(world);
   claim_run_directory();
   open_data();
-  total_steps_ = config_.train.epochs * train_data_->steps_per_epoch();
-  if (config_.train.max_steps > 0) total_steps_ = std::min(config_.train.max_steps, total_steps_);
+  // A positive train.max_steps is the run's length, the data repeating as needed (as Hugging
+  // Face's Trainer); otherwise train.epochs passes over the training set.
+  total_steps_ = config_.train.max_steps > 0
+                     ? config_.train.max_steps
+                     : config_.train.epochs * train_data_->steps_per_epoch();
   build_parts();
   // Before anything in run.dir is rewritten: a checkpoint that cannot be used stops the run
   // with the files of the previous run intact.
@@ -59,25 +64,47 @@ void Trainer::make_grid(MPI_Comm world) {
               "on one node, e.g. parallel.tp <= GPUs per node with block rank placement)");
 }
 
+namespace {
+
+// A fresh run over an earlier one: refused, or the earlier run deleted (run.overwrite).
+void refuse_or_clear_earlier_run(const TrainConfig& config, const Logger& log) {
+  const EarlierRun earlier = find_earlier_run(config.run_dir, config.derived.checkpoint_dir);
+  if (earlier.empty()) return;
+  // --resume auto with no checkpoint starts over: a stopped attempt that never checkpointed
+  // left nothing to lose but its metrics; a finished run's model.h5 is refused below.
+  const std::string& resume = config.ckpt.resume;
+  if (resume != "none" && (resume != "auto" || !earlier.checkpoints.empty())) return;
+  if (resume == "auto" && !earlier.finished()) return;
+  if (!config.run_overwrite)
+    throw ConfigError("run.dir " + config.run_dir + " holds an earlier run (" + earlier.describe() +
+                      "), which this run would replace. Continue it with --resume auto, start "
+                      "another beside it with --run.dir=<new directory>, or delete it and "
+                      "start over with --run.overwrite=true");
+  log.warn("run.overwrite: deleting the earlier run in " + config.run_dir + " (" +
+           earlier.describe() + ")");
+  remove_earlier_run(earlier, config.derived.checkpoint_dir);
+}
+
+// run.dir made, and written to once, before any data is read: a directory that cannot be is
+// a configuration error (exit 2), not a failure minutes into the run.
+void require_writable(const std::string& run_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) throw ConfigError("run.dir " + run_dir + ": cannot create it (" + ec.message() + ")");
+  const std::string probe = run_dir + "/.trellis-write-test";
+  if (!std::ofstream(probe))
+    throw ConfigError("run.dir " + run_dir + ": cannot write there (" +
+                      std::error_code(errno, std::generic_category()).message() + ")");
+  std::filesystem::remove(probe, ec);
+}
+
+}  // namespace
+
 void Trainer::claim_run_directory() {
   run_agreed(grid_->world().get(), log_, [&] {
     if (grid_->rank() != 0) return;
-    const EarlierRun earlier = find_earlier_run(config_.run_dir, config_.derived.checkpoint_dir);
-    if (earlier.empty()) return;
-    // --resume auto with no checkpoint starts over: a stopped attempt that never checkpointed
-    // left nothing to lose but its metrics; a finished run's model.h5 is refused below.
-    const std::string& resume = config_.ckpt.resume;
-    if (resume != "none" && (resume != "auto" || !earlier.checkpoints.empty())) return;
-    if (resume == "auto" && !earlier.finished()) return;
-    if (!config_.run_overwrite)
-      throw ConfigError("run.dir " + config_.run_dir + " holds an earlier run (" +
-                        earlier.describe() +
-                        "), which this run would replace. Continue it with --resume auto, start "
-                        "another beside it with --run.dir=<new directory>, or delete it and "
-                        "start over with --run.overwrite=true");
-    log_.warn("run.overwrite: deleting the earlier run in " + config_.run_dir + " (" +
-              earlier.describe() + ")");
-    remove_earlier_run(earlier, config_.derived.checkpoint_dir);
+    refuse_or_clear_earlier_run(config_, log_);
+    require_writable(config_.run_dir);
   });
 }
 
@@ -225,6 +252,22 @@ void Trainer::log_setup() const {
             std::to_string(config_.micro_batch()) + " samples; " +
             std::to_string(train_data_->steps_per_epoch()) + " steps per epoch; run dir " +
             config_.run_dir);
+  log_.info(run_length());
+}
+
+std::string Trainer::run_length() const {
+  const std::int64_t per_epoch = train_data_->steps_per_epoch();
+  if (config_.train.max_steps > 0)
+    return format_text(
+        "length: %lld steps (train.max_steps, which overrides train.epochs): "
+        "%.3g epochs of %lld steps",
+        static_cast<long long>(total_steps_),
+        static_cast<double>(total_steps_) / static_cast<double>(per_epoch),
+        static_cast<long long>(per_epoch));
+  return format_text("length: %lld steps (train.epochs = %lld x %lld steps per epoch)",
+                     static_cast<long long>(total_steps_),
+                     static_cast<long long>(config_.train.epochs),
+                     static_cast<long long>(per_epoch));
 }
 
 ExitCode Trainer::run() {
@@ -276,8 +319,8 @@ ExitCode Trainer::train() {
   auto finished_early = [&] {
     return decision.stop != StopReason::none || finish_reason != "completed";
   };
-  for (std::int64_t epoch = step() / per_epoch;
-       epoch < config_.train.epochs && step() < total_steps_ && !finished_early(); ++epoch) {
+  for (std::int64_t epoch = step() / per_epoch; step() < total_steps_ && !finished_early();
+       ++epoch) {
     for (std::int64_t s = step() % per_epoch;
          s < per_epoch && step() < total_steps_ && !finished_early(); ++s) {
       watchdog_->beat("step", step());

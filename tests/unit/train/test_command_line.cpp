@@ -6,6 +6,7 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/train/commands/command.hpp"
+#include "trellis/train/commands/quantize_command.hpp"
 
 #include <string>
 #include <vector>
@@ -56,7 +57,7 @@ TEST_CASE("typed values, defaults and both option spellings", "[commands]") {
   const CommandLine eval = parse({"eval", "--weights=w.h5", "--data", "d.h5", "--cache"});
   CHECK(eval.args.text("--weights") == "w.h5");
   CHECK(eval.args.text("--data") == "d.h5");
-  CHECK(eval.args.integer("--batch") == 1000);  // the table's default
+  CHECK(eval.args.integer("--batch") == 0);  // the table's default: chosen from memory
   CHECK(eval.args.flag("--cache"));
   const CommandLine gen =
       parse({"generate", "--weights", "g.h5", "--temperature=0.5", "--top-k", "7", "--seed=3"});
@@ -87,11 +88,11 @@ TEST_CASE("bad command lines name the problem and the closest name", "[commands]
                  "unknown eval option '--weigths'; did you mean '--weights'?"));
   CHECK(contains(error_of({"train", "--confg", "x.ini"}), "did you mean '--config'?"));
   CHECK(contains(error_of({"eval", "--weights", "w"}), "eval needs --data FILE"));
-  CHECK(contains(error_of({"quantize"}), "--weights FILE, --calib DATA, --out FILE"));
+  CHECK(contains(error_of({"quantize"}), "--weights FILE, --calib DATA"));
   CHECK(contains(error_of({"eval", "--weights", "w", "--data", "d", "--batch", "abc"}),
                  "eval --batch takes an integer, not 'abc'"));
-  CHECK(contains(error_of({"eval", "--weights", "w", "--data", "d", "--batch=0"}),
-                 "eval --batch must be >= 1"));
+  CHECK(contains(error_of({"eval", "--weights", "w", "--data", "d", "--batch=-1"}),
+                 "eval --batch must be >= 0"));
   CHECK(contains(error_of({"generate", "--weights", "w", "--tokens", "-1"}),
                  "--tokens must be >= 0"));
   CHECK(
@@ -112,4 +113,18 @@ TEST_CASE("help needs no required options", "[commands]") {
   CHECK(eval.command == trellis::find_command("eval"));
   CHECK(contains(trellis::command_help(trellis::find_command("train")), "optim.lr"));
   CHECK_FALSE(contains(trellis::command_help(trellis::find_command("eval")), "optim.lr"));
+}
+
+TEST_CASE("--version, and quantize's --out beside the weights", "[commands]") {
+  for (const char* spelling : {"--version", "-V", "version"}) {
+    const CommandLine line = parse({spelling});
+    CHECK(line.version);
+    CHECK(line.command == nullptr);
+  }
+  CHECK(contains(trellis::command_help(nullptr), "--version"));
+  // quantize runs without --out: the int8 file goes beside the weights.
+  const CommandLine quantize = parse({"quantize", "--weights", "runs/a/model.h5", "--calib", "d"});
+  CHECK(quantize.args.text("--out").empty());
+  CHECK(trellis::default_int8_path("runs/a/model.h5") == "runs/a/model.int8.h5");
+  CHECK(trellis::default_int8_path("weights") == "weights.int8.h5");
 }

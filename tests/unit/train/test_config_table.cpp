@@ -251,3 +251,39 @@ TEST_CASE("the memory estimate names the key behind an absurd size", "[config][m
   CHECK(contains(wide, "model."));
   CHECK(trellis::available_memory_bytes() > 0);
 }
+
+TEST_CASE("inference picks a batch that fits, and refuses one that does not", "[config][memory]") {
+  trellis::DataShape tokens;
+  tokens.classes = 256;
+  tokens.seq_len = 128;
+  // The demo GPT (inputs/gpt_char.ini): about 7 MB of activations per sequence, so the
+  // 1000 sequences eval used to take by default needed about 7 GB.
+  TrainConfig gpt = parse({"--model.type=gpt", "--model.n_layer=4", "--model.n_head=4",
+                           "--model.d_model=128", "--model.seq_len=128"});
+  gpt.resolve_vocab(256);
+  const std::int64_t gib = std::int64_t{1} << 30;
+  const std::int64_t batch = trellis::default_inference_batch(gpt, tokens, 16 * gib);
+  const auto m = trellis::estimate_inference_memory(gpt, tokens, batch);
+  CHECK(batch > 1);
+  CHECK(batch < 200);
+  CHECK(m.activation_bytes <= trellis::kInferenceBudgetBytes);
+  CHECK(trellis::estimate_inference_memory(gpt, tokens, batch + 1).activation_bytes >
+        trellis::kInferenceBudgetBytes);
+  // Less memory free than the budget: a quarter of it.
+  CHECK(trellis::default_inference_batch(gpt, tokens, gib / 4) < batch);
+  // The MLP's samples are small: the cap.
+  trellis::DataShape images;
+  images.sample_shape = {1, 28, 28};
+  images.feature_numel = 784;
+  images.classes = 10;
+  const TrainConfig mlp = parse({});
+  CHECK(trellis::default_inference_batch(mlp, images, 16 * gib) == trellis::kMaxInferenceBatch);
+  // An explicit batch that does not fit is refused, naming the option and one that fits.
+  CHECK(error_of([&] {
+          trellis::check_inference_memory(gpt, tokens, batch, "eval --batch", 16 * gib);
+        }).empty());
+  const std::string refused =
+      error_of([&] { trellis::check_inference_memory(gpt, tokens, 100000, "eval --batch", gib); });
+  CHECK(contains(refused, "eval --batch 100000"));
+  CHECK(contains(refused, "or less would fit"));
+}

@@ -75,12 +75,13 @@ struct Command {
 const std::vector<Command>& command_table();
 const Command* find_command(const std::string& name);  // null for an unknown name
 
-// A parsed command line: the command (null with help_only for `trellis --help`), its
-// arguments, and whether only help was asked for.
+// A parsed command line: the command (null for `trellis --help` and `trellis --version`), its
+// arguments, and whether only help or the version was asked for.
 struct CommandLine {
   const Command* command = nullptr;
   CommandArgs args;
   bool help = false;
+  bool version = false;
 };
 
 // Parses argv; throws ConfigError naming the problem, with the closest command or option for a

@@ -27,4 +27,8 @@ struct QuantizeOptions {
 // Collective over world; errors reach every rank (run_agreed).
 void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logger& log);
 
+// quantize's --out when none is given: "runs/x/model.h5" -> "runs/x/model.int8.h5" (beside
+// the weights; a name without .h5 gets .int8.h5 appended).
+std::string default_int8_path(const std::string& weights);
+
 }  // namespace trellis

@@ -37,6 +37,29 @@ MemoryEstimate estimate_memory(const TrainConfig& config, const DataShape& data,
 void check_memory_estimate(const TrainConfig& config, const DataShape& data, int dp, int tp,
                            std::int64_t available_bytes);
 
+// Inference (eval, quantize, generate) of the model on `batch` samples per call on one rank:
+// its parameters (no gradients, no optimizer state) and the activations of the batch (the
+// layers keep their gradient buffers too, so the training figure per sample).
+struct InferenceMemory {
+  long double param_bytes = 0, activation_bytes = 0, sample_activation_bytes = 0;
+  long double total() const { return param_bytes + activation_bytes; }
+};
+InferenceMemory estimate_inference_memory(const TrainConfig& config, const DataShape& data,
+                                          std::int64_t batch);
+
+// The batch an inference command takes when none is given: the largest whose activations
+// fit in kInferenceBudgetBytes or a quarter of available_bytes, whichever is less, between 1
+// and kMaxInferenceBatch. Small batches are no slower: they stay in cache.
+constexpr std::int64_t kInferenceBudgetBytes = std::int64_t{512} << 20;
+constexpr std::int64_t kMaxInferenceBatch = 1000;
+std::int64_t default_inference_batch(const TrainConfig& config, const DataShape& data,
+                                     std::int64_t available_bytes);
+
+// ConfigError naming `option` ("eval --batch") when `batch` needs more than available_bytes,
+// with the batch that would fit.
+void check_inference_memory(const TrainConfig& config, const DataShape& data, std::int64_t batch,
+                            const std::string& option, std::int64_t available_bytes);
+
 // Host memory available now: MemAvailable from /proc/meminfo, else sysconf's free pages.
 std::int64_t available_memory_bytes();
 

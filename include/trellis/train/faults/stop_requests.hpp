@@ -2,7 +2,12 @@
 //
 // Preemption: SIGUSR1 (Slurm's `--signal=B:USR1@<s>` warning before a time limit or spot
 // reclaim, forwarded by slurm/preemptible.sbatch) and SIGTERM (scancel, node shutdown) only set
-// a flag in the handler, which runs on a catcher thread of its own (see install()). Time:
+// a flag in the handler, which runs on a catcher thread of its own (see install()).
+// Interrupt: once a StopRequests exists (a run trains), the first SIGINT (Ctrl-C on a process
+// run without mpirun, or forwarded by srun) does the same, saying so on stderr, and a second
+// ends the process at once with exit code 130; before that, and in the other commands, the
+// first SIGINT ends it at once. (mpirun does not forward SIGINT: on Ctrl-C it sends its ranks
+// SIGTERM, then SIGKILL after odls_base_sigkill_timeout seconds, and exits 1.) Time:
 // train.time_limit (seconds; 0 = none) from the start of the run, or Slurm's SLURM_JOB_END_TIME
 // (Unix seconds), whichever comes first, minus a margin that leaves room for one more step and a
 // checkpoint. A second signal while a checkpoint is being written changes nothing: the flag is only

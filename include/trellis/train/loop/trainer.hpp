@@ -73,6 +73,7 @@ class Trainer {
   void build_parts();
   void open_outputs(bool resumed);
   void log_setup() const;
+  std::string run_length() const;  // "length: 400 steps (train.max_steps, ...)"
   ExitCode train();
   void checkpoint();
   // After the pruning masks changed: their sparsity to the metrics sinks. Collective.
