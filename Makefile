@@ -12,13 +12,16 @@ MPIEXEC_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --oversubs
 # Debian's python3 has numpy and h5py; the first python3 on PATH may not.
 PYTHON     ?= $(or $(wildcard /usr/bin/python3),python3)
 FASHION_MNIST_SRC ?= /usr/share/datasets/fashion-mnist
+# The tools' one Python environment (tools/install-deps.sh makes it; tools/trellis_env.py
+# runs every tool in it): Debian's numpy, h5py, matplotlib and Pillow, and TensorBoard.
+TRELLIS_VENV ?= /opt/trellis-venv
 # The ranks cannot tell a terminal from a log (mpiexec gives them a pseudo-terminal either
 # way), so the demos decide where the recipe's stdout really goes: a progress bar on a
 # terminal, plain lines into `make demo > demo.log`. It must be the recipe's own shell that
 # tests: $(shell ...) and $(...) would test the pipe they read from.
 DEMO_PROGRESS = progress=lines; if test -t 1; then progress=bar; fi;
 
-.PHONY: all deps configure build test demo demo-cnn demo-gpt bench clean
+.PHONY: all deps configure build test demo demo-cnn demo-gpt bench tensorboard clean
 
 all: build
 
@@ -33,6 +36,10 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900
+
+# TensorBoard over every run under runs/ (http://localhost:6006; RUNS=dir for another folder).
+tensorboard: deps
+	$(TRELLIS_VENV)/bin/tensorboard --logdir $(or $(RUNS),runs)
 
 $(DATA_DIR)/train.h5 $(DATA_DIR)/test.h5:
 	$(PYTHON) tools/idx_to_hdf5.py --src $(FASHION_MNIST_SRC) --out-dir $(DATA_DIR)

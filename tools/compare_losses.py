@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Compares the per-step training loss of several runs' metrics.jsonl files.
 
 usage: compare_losses.py --rtol 1e-5 --steps 50 [--window 50] REFERENCE_RUN_DIR OTHER_RUN_DIR [...]
@@ -12,6 +12,12 @@ import argparse
 import json
 import os
 import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trellis_env  # noqa: E402
+
+if __name__ == "__main__":
+    trellis_env.reexec()  # before numpy and h5py: the tools' Python, whichever started this
+
 
 
 def step_losses(run_dir):

@@ -17,10 +17,15 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trellis_env  # noqa: E402
+
+if __name__ == "__main__":
+    trellis_env.reexec()  # before numpy and h5py: the tools' Python, whichever started this
+
 import h5py
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shard_files import shard_name, stale_outputs  # noqa: E402
 
 FORMAT = "trellis.samples"

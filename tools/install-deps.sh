@@ -16,7 +16,7 @@ packages=(
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
   dataset-fashion-mnist
-  python3-numpy python3-h5py python3-venv python3-matplotlib
+  python3-numpy python3-h5py python3-venv python3-matplotlib python3-pil
 )
 [[ "${1:-}" == "--bench" ]] && packages+=(python3-torch)
 

@@ -15,6 +15,7 @@ vectors are extracted as lines. Needs numpy and h5py (Debian: python3-numpy, pyt
 
 import argparse
 import bz2
+import glob
 import gzip
 import lzma
 import os
@@ -22,10 +23,15 @@ import sys
 import time
 import zlib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trellis_env  # noqa: E402
+
+if __name__ == "__main__":
+    trellis_env.reexec()  # before numpy and h5py: the tools' Python, whichever started this
+
 import h5py
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shard_files import shard_name, stale_outputs  # noqa: E402
 
 FORMAT = "trellis.tokens"
@@ -155,6 +161,38 @@ def read_source(path):
     return data
 
 
+def expand_sources(specs):
+    """Files in order: a file as given, a directory's files (recursively, by name), a glob's
+    matches (by name); ConversionError when a directory or glob gives nothing."""
+    paths = []
+    for spec in specs:
+        if os.path.isdir(spec):
+            found = sorted(os.path.join(root, f) for root, _, files in os.walk(spec) for f in files)
+            if not found:
+                raise ConversionError(f"{spec}: an empty directory")
+            paths += found
+        elif any(c in spec for c in "*?[") and not os.path.exists(spec):
+            found = sorted(p for p in glob.glob(spec, recursive=True) if os.path.isfile(p))
+            if not found:
+                raise ConversionError(f"{spec}: no file matches")
+            paths += found
+        else:
+            paths.append(spec)
+    return paths
+
+
+def require_text(data, path):
+    """Byte-level tokens take any bytes, but a NUL byte or bytes that are not UTF-8 mean the
+    file is most likely not text (an image, an archive, a model): refused unless --binary."""
+    if b"\x00" in data:
+        raise ConversionError(f"{path}: holds NUL bytes, not text (give --binary to take it as bytes)")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConversionError(f"{path}: not UTF-8 text at byte {e.start} (give --binary to take "
+                              f"it as bytes)")
+
+
 def default_source(paths):
     """Provenance for the attribute: file names, or the R package name of an .rdb."""
     names = []
@@ -198,10 +236,24 @@ def split_bounds(n, val_fraction):
 
 def convert(args):
     started = time.perf_counter()
-    text = b"".join(read_source(path) for path in args.src)
+    paths = expand_sources(args.src)
+    sources = []
+    for path in paths:
+        data = read_source(path)
+        if not args.binary and not path.endswith(".rdb"):
+            require_text(data, path)
+        sources.append(data)
+    text = b"".join(sources)
     n_train, n_val = split_bounds(len(text), args.val_fraction)
+    # A model sees windows of model.seq_len + 1 tokens (128 in inputs/gpt_char.ini).
+    window = 129
+    for split, n, least in (("train", n_train, 100), ("val", n_val, 10)):
+        if 0 < n < least * window:
+            print(f"warning: the {split} split has {n} tokens, fewer than {least} windows of "
+                  f"{window} (model.seq_len 128 + 1): too small to {'train' if split == 'train' else 'validate'} "
+                  f"on reliably", file=sys.stderr)
     tokens = np.frombuffer(text, dtype=np.uint8)
-    source = args.source or default_source(args.src)
+    source = args.source or default_source(paths)
 
     os.makedirs(args.out_dir, exist_ok=True)
     parts = {"train": tokens[:n_train], "val": tokens[n_train:]}
@@ -234,8 +286,10 @@ def convert(args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--binary", action="store_true",
+                        help="take files that do not look like text (NUL bytes, not UTF-8) as bytes")
     parser.add_argument("--src", action="append", required=True,
-                        help="text file (plain, .gz, or R lazy-load .rdb); repeat to concatenate")
+                        help="a text file (plain, .gz, or R lazy-load .rdb), a directory (its files, by name) or a glob; repeat to concatenate")
     parser.add_argument("--out-dir", required=True, help="where train*.h5 and val*.h5 go")
     parser.add_argument("--val-fraction", type=float, default=0.1,
                         help="the last fraction of the bytes that becomes val.h5 (0: none)")

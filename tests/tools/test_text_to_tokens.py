@@ -183,6 +183,30 @@ class ConverterTest(unittest.TestCase):
         with self.assertRaises(SystemExit):
             self.run_tool("--src", good, "--val-fraction", "1.0")  # argparse: usage error
 
+    def test_directories_and_globs_binary_refused_small_splits_warned(self):
+        os.makedirs(os.path.join(self.dir, "books", "b"))
+        self.write("books/b/2.txt", TEXT[100:])
+        self.write("books/1.txt", TEXT[:100])
+        # A directory: its files by name (books/1.txt before books/b/2.txt); a glob the same.
+        for spec in (os.path.join(self.dir, "books"), os.path.join(self.dir, "books", "**", "*.txt")):
+            with self.subTest(spec):
+                self.assertEqual(self.run_tool("--src", spec, "--val-fraction", "0.25"), 0)
+                train, _ = self.tokens("train.h5")
+                val, _ = self.tokens("val.h5")
+                self.assertEqual(bytes(np.concatenate([train, val]).astype(np.uint8)), TEXT)
+        # The text is far below 10 windows of validation: a warning, not an error.
+        self.assertIn("too small to validate on", self.stderr)
+        self.assertEqual(self.run_tool("--src", os.path.join(self.dir, "nothing*.txt")), 3)
+        self.assertIn("no file matches", self.stderr)
+        # Binary input is refused, naming the file, unless --binary.
+        png = self.write("photo.png", b"\x89PNG\r\n\x1a\n\x00\x00" + TEXT)
+        self.assertEqual(self.run_tool("--src", png), 3)
+        self.assertIn(f"{png}: holds NUL bytes", self.stderr)
+        latin = self.write("latin1.txt", "caf\u00e9 ".encode("latin-1") * 50)
+        self.assertEqual(self.run_tool("--src", latin), 3)
+        self.assertIn("not UTF-8", self.stderr)
+        self.assertEqual(self.run_tool("--src", png, "--binary"), 0)
+
     def test_stale_shards_are_reported(self):
         src = self.write("a.txt", TEXT)
         self.assertEqual(self.run_tool("--src", src, "--shards", "2"), 0)
