@@ -13,7 +13,7 @@ import unittest
 
 TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "plot_metrics")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-OUTPUTS = ("loss.png", "throughput.png", "time_breakdown.png")
+OUTPUTS = ("loss.png", "throughput.png", "time_breakdown.png", "accuracy.png")
 
 
 def training_line(step, tokens=False):
@@ -81,6 +81,24 @@ class PlotMetricsTest(unittest.TestCase):
                                "mlp,gpt", "--smooth", "3")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(result.stdout.split(), [os.path.join(self.out, n) for n in OUTPUTS])
+        self.check_pngs(self.out)
+
+    def test_centred_smoothing_has_no_lag_and_log_scale_runs(self):
+        sys.path.insert(0, os.path.dirname(TOOL))
+        import importlib.machinery
+        import importlib.util
+        loader = importlib.machinery.SourceFileLoader("plot_metrics", TOOL)
+        spec = importlib.util.spec_from_loader("plot_metrics", loader)
+        tool = importlib.util.module_from_spec(spec)
+        loader.exec_module(tool)
+        falling = [100.0 - i for i in range(20)]
+        smooth = tool.centred_mean(falling, 5)
+        # A straight line is its own centred mean away from the ends (a trailing mean of 5 would
+        # sit 2 above it).
+        self.assertEqual(smooth[2:-2], falling[2:-2])
+        self.assertEqual(smooth[0], sum(falling[:3]) / 3)
+        result = self.run_tool(self.run_a, "--out", self.out, "--log", "--smooth", "4")
+        self.assertEqual(result.returncode, 0, result.stderr)
         self.check_pngs(self.out)
 
     def test_default_out_is_the_first_run(self):
