@@ -28,9 +28,37 @@ struct ShardInfo {
   std::string source;
 };
 
+constexpr const char* kConverters =
+    "tools/to_samples.py converts image folders, NumPy arrays and CSV, tools/idx_to_hdf5.py "
+    "MNIST idx files";
+
+// Every required attribute and dataset that is missing, named at once: a file written by hand
+// would otherwise take one attempt per omission. (A file of another format is left to
+// check_file_format, which names the format.)
+void require_present(hid_t file) {
+  if (has_attribute(file, "format") && read_string_attribute(file, "format") != kSampleFormat)
+    return;
+  std::vector<std::string> missing;
+  for (const char* name : {"format", "format_version", "num_classes", "scale", "mean", "std"})
+    if (!has_attribute(file, name)) missing.push_back(std::string("attribute '") + name + "'");
+  for (const char* name : {"samples", "labels"})
+    if (TRELLIS_H5(H5Lexists(file, name, H5P_DEFAULT)) <= 0)
+      missing.push_back(std::string("dataset '/") + name + "'");
+  if (missing.empty()) return;
+  std::string list;
+  for (std::size_t i = 0; i < missing.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
+  throw InputError(list + (missing.size() == 1 ? " is" : " are") +
+                   " missing (a trellis.samples file has datasets /samples [N, ...] uint8 or "
+                   "float32 and /labels [N] int32, and attributes format = \"trellis.samples\", "
+                   "format_version = 1, num_classes, scale, mean and std: docs/data-formats.md; " +
+                   kConverters + ")");
+}
+
 void check_format_attributes(hid_t file, ShardInfo& info) {
+  require_present(file);
   check_file_format(file, kSampleFormat, kSampleFormatVersion,
-                    "convert data with tools/idx_to_hdf5.py");
+                    std::string("convert data with ") + kConverters);
   const std::int64_t classes = read_int_attribute(file, "num_classes");
   if (classes <= 0 || classes > (std::int64_t{1} << 30)) {
     throw InputError("attribute 'num_classes': expected a positive integer, found " +

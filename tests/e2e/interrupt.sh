@@ -35,9 +35,15 @@ grep -q "interrupted: stopping at the next step with a checkpoint" "$WORK/once.l
 step=$(sed -n 's/^stopping at step \([0-9]*\) on a signal.*/\1/p' "$WORK/once.log")
 [[ -n $step && -f "$WORK/once/checkpoints/$(printf 'step-%07d' "$step")/state.h5" ]] ||
   fail "no checkpoint after one Ctrl-C: $(tail -5 "$WORK/once.log")"
+grep -q '"finish": "stopped on a signal"' "$WORK/once/summary.json" || fail "no summary of the stopped run"
+[[ ! -e "$WORK/once/model.h5" ]] || fail "a stopped run wrote model.h5"
 "$TRELLIS_BIN" "${mlp[@]}" --run.dir="$WORK/once" --resume auto --train.max_steps=$((step + 3)) > "$WORK/resume.log" 2>&1 ||
   fail "resume after Ctrl-C: $(tail -5 "$WORK/resume.log")"
 grep -q "resume: .*step-" "$WORK/resume.log" || fail "did not resume: $(head -20 "$WORK/resume.log")"
+# The stopped run said so in summary.json; the resumed one reports its own steps and the run's.
+grep -q "done: 3 steps (steps $((step + 1))-$((step + 3)); the run has $((step + 3)))" "$WORK/resume.log" ||
+  fail "done line of the resumed run: $(grep done: "$WORK/resume.log")"
+grep -q '"finish": "completed"' "$WORK/once/summary.json" || fail "resumed summary: $(cat "$WORK/once/summary.json")"
 
 start twice
 kill -INT "$pid"

@@ -54,6 +54,18 @@ grep -q "holds an earlier run (model.h5" "$WORK/auto.log" || fail "resume auto o
 rm "$WORK/run/model.h5" "$WORK/run/summary.json"
 trellis_run 1 "${mlp[@]}" "${run[@]}" --train.max_steps=4 --resume auto > "$WORK/auto2.log" 2>&1
 grep -q "no checkpoint in .*starting from step 0" "$WORK/auto2.log" || fail "resume auto without checkpoints: $(tail -3 "$WORK/auto2.log")"
+# --dry-run checks and writes nothing: over the finished run it is refused as the run would
+# be; with run.overwrite it says it would delete, and deletes nothing.
+before=$(cd "$WORK/run" && sha256sum model.h5 metrics.jsonl)
+expect_exit 2 "$WORK/dry.log" trellis_run 1 "${mlp[@]}" "${run[@]}" --train.max_steps=4 --dry-run
+grep -q "holds an earlier run" "$WORK/dry.log" || fail "dry run over a run: $(tail -3 "$WORK/dry.log")"
+trellis_run 1 "${mlp[@]}" "${run[@]}" --train.max_steps=4 --run.overwrite=true --dry-run > "$WORK/dry2.log" 2>&1
+grep -q "run.overwrite: would delete" "$WORK/dry2.log" || fail "dry run: $(tail -3 "$WORK/dry2.log")"
+grep -q "dry run: .* check out; nothing was trained or written" "$WORK/dry2.log" || fail "dry run: $(tail -3 "$WORK/dry2.log")"
+[[ $(cd "$WORK/run" && sha256sum model.h5 metrics.jsonl) == "$before" ]] || fail "the dry run changed the run"
+trellis_run 1 "${mlp[@]}" --run.dir="$WORK/never" --train.max_steps=4 --dry-run > "$WORK/dry3.log" 2>&1
+[[ ! -e "$WORK/never" ]] || fail "the dry run made run.dir"
+
 # A run.dir that cannot be made is a configuration error (exit 2) naming run.dir, before any
 # data is read (root ignores permissions; a path under a regular file cannot be a directory).
 touch "$WORK/a-file"

@@ -185,6 +185,32 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   return line;
 }
 
+namespace {
+
+// `text` broken at spaces into lines of at most kHelpWidth columns, each after the first
+// indented by `indent` (the column it starts in); a word longer than a line stays whole.
+constexpr std::size_t kHelpWidth = 100;
+
+std::string wrapped(const std::string& text, std::size_t indent) {
+  const std::size_t width = kHelpWidth > indent + 20 ? kHelpWidth - indent : 20;
+  std::string out, line;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += line + "\n" + std::string(indent, ' ');
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    start = end + 1;
+  }
+  return out + line;
+}
+
+}  // namespace
+
 std::string command_help(const Command* command) {
   std::string text;
   if (!command) {
@@ -204,14 +230,19 @@ std::string command_help(const Command* command) {
     std::string help = option.help;
     if (option.required) help += " (required)";
     if (option.default_value[0]) help += std::string(" (default ") + option.default_value + ")";
-    text += format_text("  %-34s %s\n", left.c_str(), help.c_str());
+    text += format_text("  %-34s ", left.c_str()) + wrapped(help, 37) + "\n";
   }
   if (command->reads_config) {
-    text += "\nconfig keys (INI [section] key = value, or --section.key=value):\n";
-    for (const ConfigEntry& key : config_table())
-      text += format_text("  %-24s %-14s %s\n  %-39s (%s)\n", key.name,
-                          key.default_value[0] ? key.default_value : "\"\"", key.help, "",
-                          key.allowed.c_str());
+    text += "\nconfig keys by section (INI [section] key = value, or --section.key=value):\n";
+    std::string section;
+    for (const ConfigEntry& key : config_table()) {
+      const std::string name = key.name;
+      const std::string this_section = name.substr(0, name.find('.'));
+      if (this_section != section) text += "\n[" + (section = this_section) + "]\n";
+      const std::string value = key.default_value[0] ? key.default_value : "\"\"";
+      text += format_text("  %-24s %-14s ", key.name, value.c_str()) +
+              wrapped(std::string(key.help) + " (" + key.allowed + ")", 42) + "\n";
+    }
   }
   return text;
 }

@@ -14,9 +14,13 @@ std::vector<Command> make_table() {
        "Trains the model a configuration describes (INI file plus --section.key=value\n"
        "overrides), writing checkpoints, metrics and the final model.h5 into run.dir.",
        {{"--resume", K::text, "auto|DIR", "", false,
-         "resume from the newest usable checkpoint (auto) or from DIR (same as "
-         "--ckpt.resume)",
-         -std::numeric_limits<double>::infinity(), "ckpt.resume"}},
+         "resume from the newest usable checkpoint in run.dir (auto), from a run directory "
+         "(its config.ini and newest checkpoint: nothing else to retype) or from a "
+         "checkpoint's step directory (same as --ckpt.resume)",
+         -std::numeric_limits<double>::infinity(), "ckpt.resume"},
+        {"--dry-run", K::flag, "", "", false,
+         "check the configuration, the data, the process grid, the model and its memory, then "
+         "exit without training or writing anything"}},
        true,
        run_train_command},
       {"eval",

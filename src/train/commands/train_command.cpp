@@ -62,7 +62,7 @@ TrainConfig agreed_run_config(const CommandContext& context, const CommandArgs& 
 
 int run_train_command(const CommandContext& context, const CommandArgs& args) {
   const TrainConfig config = agreed_run_config(context, args);
-  Trainer trainer(config, context.world, context.node, context.log);
+  Trainer trainer(config, context.world, context.node, context.log, args.flag("--dry-run"));
   return static_cast<int>(trainer.run());
 }
 

@@ -25,8 +25,9 @@
 
 namespace trellis {
 
-Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log)
-    : config_(std::move(config)), node_(node), log_(log) {
+Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log,
+                 bool dry_run)
+    : config_(std::move(config)), node_(node), log_(log), dry_run_(dry_run) {
   make_grid(world);
   claim_run_directory();
   open_data();
@@ -39,7 +40,7 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
   // Before anything in run.dir is rewritten: a checkpoint that cannot be used stops the run
   // with the files of the previous run intact.
   std::optional<ResumePoint> resumed;
-  {
+  if (!dry_run_) {
     ReadingPaused paused(*train_data_);
     resumed = checkpoints_->resume_if_asked();
   }
@@ -47,7 +48,7 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
     runner_->restore(resumed->step, resumed->skipped_steps);
     checkpointed_step_ = resumed->step;
   }
-  open_outputs(resumed.has_value());
+  if (!dry_run_) open_outputs(resumed.has_value());
   parameter_count_ = model_->logical_parameter_count(*grid_);  // collective over tp and pp
   log_setup();
 }
@@ -66,8 +67,9 @@ void Trainer::make_grid(MPI_Comm world) {
 
 namespace {
 
-// A fresh run over an earlier one: refused, or the earlier run deleted (run.overwrite).
-void refuse_or_clear_earlier_run(const TrainConfig& config, const Logger& log) {
+// A fresh run over an earlier one: refused, or the earlier run deleted (run.overwrite; a dry
+// run only says it would).
+void refuse_or_clear_earlier_run(const TrainConfig& config, const Logger& log, bool dry_run) {
   const EarlierRun earlier = find_earlier_run(config.run_dir, config.derived.checkpoint_dir);
   if (earlier.empty()) return;
   // --resume auto with no checkpoint starts over: a stopped attempt that never checkpointed
@@ -80,9 +82,9 @@ void refuse_or_clear_earlier_run(const TrainConfig& config, const Logger& log) {
                       "), which this run would replace. Continue it with --resume auto, start "
                       "another beside it with --run.dir=<new directory>, or delete it and "
                       "start over with --run.overwrite=true");
-  log.warn("run.overwrite: deleting the earlier run in " + config.run_dir + " (" +
-           earlier.describe() + ")");
-  remove_earlier_run(earlier, config.derived.checkpoint_dir);
+  log.warn(std::string("run.overwrite: ") + (dry_run ? "would delete" : "deleting") +
+           " the earlier run in " + config.run_dir + " (" + earlier.describe() + ")");
+  if (!dry_run) remove_earlier_run(earlier, config.derived.checkpoint_dir);
 }
 
 // run.dir made, and written to once, before any data is read: a directory that cannot be is
@@ -103,8 +105,8 @@ void require_writable(const std::string& run_dir) {
 void Trainer::claim_run_directory() {
   run_agreed(grid_->world().get(), log_, [&] {
     if (grid_->rank() != 0) return;
-    refuse_or_clear_earlier_run(config_, log_);
-    require_writable(config_.run_dir);
+    refuse_or_clear_earlier_run(config_, log_, dry_run_);
+    if (!dry_run_) require_writable(config_.run_dir);
   });
 }
 
@@ -271,6 +273,12 @@ std::string Trainer::run_length() const {
 }
 
 ExitCode Trainer::run() {
+  if (dry_run_) {
+    log_.info(
+        "dry run: the configuration, the data, the process grid, the model and its "
+        "memory estimate check out; nothing was trained or written");
+    return ExitCode::ok;
+  }
   return run_or_abort(grid_->world().get(), log_, [&] { return train(); });
 }
 
@@ -347,6 +355,8 @@ ExitCode Trainer::train() {
   watchdog_->pause();
   metrics_->before_message();
   if (decision.stop != StopReason::none) {
+    // summary.json says how the run stopped; no model.h5 until it finishes.
+    finish(std::string("stopped on a ") + stop_reason_name(decision.stop), false);
     log_.info(format_text("stopping at step %.0f on a ", static_cast<double>(step())) +
               stop_reason_name(decision.stop) + " with a checkpoint in " +
               config_.derived.checkpoint_dir +
@@ -362,9 +372,9 @@ ExitCode Trainer::train() {
   return ExitCode::ok;
 }
 
-void Trainer::finish(const std::string& finish_reason) {
+void Trainer::finish(const std::string& finish_reason, bool write_weights) {
   RunSummary summary;
-  {
+  if (write_weights) {
     ReadingPaused paused(*train_data_);
     summary.weights_path = checkpoints_->write_weights();
   }

@@ -94,6 +94,7 @@ void JsonlSink::summary(const RunSummary& r) {
   JsonLine s;
   s.add("steps", r.steps)
       .add("finish", r.finish)
+      .add("first_step", r.first_step)
       .add("ranks", r.ranks)
       .add("wall_time_s", r.wall_time_s)
       .add("samples_per_sec", r.samples_per_sec)

@@ -125,6 +125,7 @@ void Metrics::summary(RunSummary& s) const {
   const double throughput =
       static_cast<double>(samples_after_first_) / std::max(since_first_step_.seconds(), 1e-9);
   s.ranks = performance_.devices();
+  s.first_step = first_step_;
   s.wall_time_s = seconds;
   s.samples_per_sec = throughput;
   s.tokens_per_sec = throughput * static_cast<double>(tokens_per_sample_);

@@ -51,7 +51,10 @@ class Trainer {
  public:
   // Collective over `world`: everything up to the first step (see above). Any failure, on any
   // rank, stops every rank before the first step.
-  Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log);
+  // dry_run: the checks only (the run directory, the data, the layout, the model and its
+  // memory estimate), then run() returns without training; nothing is written or deleted.
+  Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, const Logger& log,
+          bool dry_run = false);
   // Stops the training data's loader thread first: the members destroyed after it may close
   // HDF5 files, and HDF5 is not thread-safe.
   ~Trainer();
@@ -79,12 +82,14 @@ class Trainer {
   // After the pruning masks changed: their sparsity to the metrics sinks. Collective.
   void report_sparsity();
   EvalResult evaluate(std::int64_t epoch);
-  void finish(const std::string& finish_reason);
+  // summary.json and the closing lines; model.h5 too unless the run stopped early (75).
+  void finish(const std::string& finish_reason, bool write_weights = true);
   std::int64_t step() const { return runner_->completed(); }
 
   TrainConfig config_;
   NodeBinding node_;
   Logger log_;
+  bool dry_run_ = false;
   std::unique_ptr<ProcessGrid> grid_;
   std::unique_ptr<TrainSource> train_data_;
   std::unique_ptr<EvalSource> test_data_;

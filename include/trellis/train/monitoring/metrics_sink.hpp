@@ -75,8 +75,10 @@ struct SparsityReport {
 
 // The whole run, for summary.json and the closing console lines.
 struct RunSummary {
-  std::int64_t steps = 0;
-  std::string finish;  // completed | budget | early stop
+  std::int64_t steps = 0;       // the run's, resumed segments included
+  std::int64_t first_step = 0;  // where this segment started (a resumed run: its checkpoint)
+  // completed | budget | early stop | stopped on a signal | stopped on a time limit
+  std::string finish;
   int ranks = 1;
   double wall_time_s = 0, samples_per_sec = 0, tokens_per_sec = 0;
   std::int64_t parameters = 0, parameters_per_rank = 0, optimizer_state_floats_per_rank = 0;
