@@ -32,9 +32,12 @@ grep -q "resume: .*step-0000006" "$WORK/resume.log" || fail "not resumed: $(tail
 
 # --resume RUN_DIR: the run's own config.ini and its newest checkpoint, nothing retyped but
 # what changes; a directory that is neither a run nor a checkpoint is named as such (exit 2).
-(cd "$WORK" && trellis_run 2 train --resume run --train.max_steps=12) > "$WORK/bydir.log"
+(cd "$WORK" && trellis_run 2 train --resume run --train.max_steps=12) > "$WORK/bydir.log" 2>&1
 grep -q "resume: .*step-0000009" "$WORK/bydir.log" || fail "--resume RUN_DIR: $(head -20 "$WORK/bydir.log")"
 [[ $(last_step "$WORK/run") == 12 ]] || fail "--resume RUN_DIR did not reach step 12"
+# The run started 6 steps long and keeps that schedule (the first resume kept it too), saying so.
+grep -q "the learning-rate schedule keeps its length of 6 steps" "$WORK/bydir.log" ||
+  fail "schedule on resume: $(grep -i schedule "$WORK/bydir.log")"
 mkdir -p "$WORK/empty"
 expect_exit 2 "$WORK/neither.log" trellis_run 1 train --resume "$WORK/empty"
 grep -q "neither a run directory" "$WORK/neither.log" || fail "--resume of an empty directory: $(tail -3 "$WORK/neither.log")"
@@ -71,4 +74,7 @@ trellis_run 1 "${mlp[@]}" --run.dir="$WORK/never" --train.max_steps=4 --dry-run 
 touch "$WORK/a-file"
 expect_exit 2 "$WORK/unwritable.log" trellis_run 2 "${mlp[@]}" --run.dir="$WORK/a-file/run" --train.max_steps=2
 grep -q "run.dir $WORK/a-file/run: cannot create it" "$WORK/unwritable.log" || fail "unwritable run.dir: $(tail -3 "$WORK/unwritable.log")"
+# trellis runs lists them: the finished one, and the one that never started training.
+trellis_run 1 runs --dir "$WORK" > "$WORK/runs.log"
+grep -q "^run  *completed  *4  *test accuracy 0\.[0-9]*" "$WORK/runs.log" || fail "runs: $(cat "$WORK/runs.log")"
 echo "run.dir: refused, resumed, overwritten, restarted and checked as documented"

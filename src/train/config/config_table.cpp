@@ -142,8 +142,10 @@ const std::vector<ConfigEntry>& config_table() {
           integer, FIELD(train.max_steps), 0),
       KEY("train.seed", "1234", "seed of initialisation, shuffling and dropout", integer,
           FIELD(train.seed), 0),
-      KEY("train.eval_batch", "1000", "samples per evaluation batch on one rank", integer,
-          FIELD(train.eval_batch), 1, kIntMax),
+      KEY("train.eval_batch", "1000",
+          "samples read per evaluation batch on one rank (the model runs them in micro-batch "
+          "pieces)",
+          integer, FIELD(train.eval_batch), 1, kIntMax),
       KEY("train.eval_every_epoch", "true", "evaluate on data.test after every epoch", boolean,
           FIELD(train.eval_every_epoch)),
       KEY("train.eval_interval", "0", "also evaluate every this many steps; 0 = only at epoch ends",
@@ -176,6 +178,10 @@ const std::vector<ConfigEntry>& config_table() {
           1),
       KEY("sched.gamma", "0.1", "decay factor (step)", real, FIELD(sched.gamma), 0.0, 1.0),
       KEY("sched.min_lr", "0", "final learning rate (cosine)", real, FIELD(sched.min_lr), 0.0, 1e3),
+      KEY("sched.stretch_on_resume", "false",
+          "a resumed run of another length (train.max_steps, train.epochs) stretches the "
+          "schedule over it; false: the schedule keeps the length the run started with",
+          boolean, FIELD(stretch_schedule_on_resume)),
       KEY("sched.pct_start", "0.3", "fraction of steps spent rising (onecycle)", real,
           FIELD(sched.pct_start), 0.0, 1.0),
       KEY("sched.div_factor", "25", "initial lr = lr / div_factor (onecycle)", real,

@@ -49,11 +49,11 @@ MemoryEstimate estimate_memory(const TrainConfig& c, const DataShape& data, int 
   e.state_key = model.params_key;
 
   const Bytes micro = c.micro_batch() > 0 ? c.micro_batch() : c.local_batch(std::max(dp, 1));
+  // The model holds one micro-batch; evaluation runs its batches in pieces of that size.
   const bool eval_sized = c.train.eval_batch > micro && !c.data.test.empty();
-  const Bytes capacity = eval_sized ? static_cast<Bytes>(c.train.eval_batch) : micro;
-  const std::string batch_key = eval_sized                ? "train.eval_batch"
-                                : c.train.micro_batch > 0 ? "train.micro_batch"
-                                                          : "train.global_batch";
+  const Bytes capacity = micro;
+  const std::string batch_key =
+      c.train.micro_batch > 0 ? "train.micro_batch" : "train.global_batch";
   e.sample_activation_bytes = model.per_sample / split * kFloat;
   e.activation_bytes = capacity * e.sample_activation_bytes;
   e.sample_key = model.sample_key;
@@ -63,7 +63,8 @@ MemoryEstimate estimate_memory(const TrainConfig& c, const DataShape& data, int 
   // The host/device batch buffers hold a whole local batch (or an evaluation batch), and the
   // sampler one index per local sample.
   const Bytes local = static_cast<Bytes>(c.local_batch(std::max(dp, 1)));
-  const Bytes buffer_rows = std::max(local, eval_sized ? capacity : 0);
+  const Bytes buffer_rows =
+      std::max(local, eval_sized ? static_cast<Bytes>(c.train.eval_batch) : Bytes{0});
   e.buffer_bytes = buffer_rows * row + local * 8;
   e.buffer_key = local >= buffer_rows ? "train.global_batch" : "train.eval_batch";
   return e;

@@ -108,6 +108,8 @@ std::string CheckpointManager::save(std::int64_t step, std::int64_t skipped_step
   info.counters["global_batch"] = config_.train.global_batch;
   info.counters["optimizer_steps"] = model_.optimizer().step_count();
   info.counters["skipped_steps"] = skipped_steps;
+  // The length the learning-rate schedule runs over (a resumed run may keep an earlier one).
+  info.counters["schedule_steps"] = model_.schedule().spec().total_steps;
   for (CheckpointPart* part : parts_) part->save(all, info);
   return write_checkpoint(config_.derived.checkpoint_dir, all, info,
                           static_cast<int>(config_.ckpt.keep), grid_.world().get(), Hdf5Tuning{},
@@ -186,6 +188,9 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
       point.step = info.step;
       point.skipped_steps =
           info.counters.count("skipped_steps") ? info.counters.at("skipped_steps") : 0;
+      point.stored = stored;
+      point.schedule_steps =
+          info.counters.count("schedule_steps") ? info.counters.at("schedule_steps") : 0;
       char line[96];
       std::snprintf(line, sizeof(line), " (step %lld, verified and loaded in %.2f s)",
                     static_cast<long long>(point.step), watch.seconds());

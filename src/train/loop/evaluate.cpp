@@ -9,8 +9,8 @@ namespace trellis {
 EvalResult evaluate_model(PipelineEngine& engine, EvalSource& data, BatchBuffers& buffers,
                           std::int64_t batch, const MpiComm& dp, const MpiComm& pp) {
   const nn::Model& model = engine.model();
-  TRELLIS_REQUIRE(batch >= 1 && batch <= buffers.capacity && batch <= model.capacity(),
-                  "evaluation batch larger than the model's or the buffers' capacity");
+  TRELLIS_REQUIRE(batch >= 1 && batch <= buffers.capacity,
+                  "evaluation batch larger than the buffers' capacity");
   const std::int64_t rows_per_sample = model.rows_per_sample();
   double sums[2] = {0.0, 0.0};  // loss sum, correct count
   const std::int64_t local = data.local_samples();
@@ -18,17 +18,22 @@ EvalResult evaluate_model(PipelineEngine& engine, EvalSource& data, BatchBuffers
     const std::int64_t count = std::min(batch, local - first);
     data.load(first, count, buffers);
     buffers.upload(count);
-    MicroBatch mb;
-    if (model.takes_tokens())
-      mb.input.tokens = buffers.token_rows(0, count);
-    else
-      mb.input.features = buffers.feature_rows(0, count);
-    mb.targets = buffers.target_rows(0, count);
-    mb.samples = static_cast<int>(count);
-    mb.ctx.training = false;
-    const StageSums result = engine.evaluate(mb);
-    sums[0] += result.loss_sum;
-    sums[1] += result.correct;
+    // In pieces the model holds: the samples are independent in evaluation (BatchNorm on
+    // its running statistics), so the sums are those of one pass over the batch.
+    for (std::int64_t done = 0; done < count; done += model.capacity()) {
+      const std::int64_t piece = std::min<std::int64_t>(model.capacity(), count - done);
+      MicroBatch mb;
+      if (model.takes_tokens())
+        mb.input.tokens = buffers.token_rows(done, piece);
+      else
+        mb.input.features = buffers.feature_rows(done, piece);
+      mb.targets = buffers.target_rows(done, piece);
+      mb.samples = static_cast<int>(piece);
+      mb.ctx.training = false;
+      const StageSums result = engine.evaluate(mb);
+      sums[0] += result.loss_sum;
+      sums[1] += result.correct;
+    }
   }
   // The loss lives on the last pipeline stage; then the dp ranks' shares add up.
   TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, pp.get()));

@@ -47,6 +47,7 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
   if (resumed) {
     runner_->restore(resumed->step, resumed->skipped_steps);
     checkpointed_step_ = resumed->step;
+    keep_or_stretch_schedule(*resumed);
   }
   if (!dry_run_) open_outputs(resumed.has_value());
   parameter_count_ = model_->logical_parameter_count(*grid_);  // collective over tp and pp
@@ -116,7 +117,10 @@ void Trainer::build_parts() {
   const DataShape shape = train_data_->shape();
   const int dp = grid_->size(Axis::dp);
   const std::int64_t eval_rows = test_data_ ? config_.train.eval_batch : 0;
-  const std::int64_t capacity = std::max(config_.micro_batch(), eval_rows);
+  // The model holds activations for one micro-batch; evaluation reads eval_batch samples at
+  // a time and runs them in pieces of that size (evaluate_model). A capacity of eval_batch
+  // (1000 by default) held the small CNN's activations and gradients for 1000 images: 1.3 GB.
+  const std::int64_t capacity = config_.micro_batch();
   run_agreed(all, log_, [&] {
     model_ = std::make_unique<TrainingModel>(config_, shape, *grid_, capacity, total_steps_);
   });
@@ -255,6 +259,34 @@ void Trainer::log_setup() const {
             std::to_string(train_data_->steps_per_epoch()) + " steps per epoch; run dir " +
             config_.run_dir);
   log_.info(run_length());
+}
+
+void Trainer::keep_or_stretch_schedule(const ResumePoint& point) {
+  const TrainConfig& stored = point.stored;
+  const std::int64_t per_epoch = train_data_->steps_per_epoch();
+  const std::int64_t started = point.schedule_steps > 0     ? point.schedule_steps
+                               : stored.train.max_steps > 0 ? stored.train.max_steps
+                                                            : stored.train.epochs * per_epoch;
+  if (started == total_steps_ || grid_ == nullptr) return;
+  const std::string change = format_text(
+      "resume: the run started %lld steps long, now %lld: ", static_cast<long long>(started),
+      static_cast<long long>(total_steps_));
+  if (config_.stretch_schedule_on_resume) {
+    if (grid_->rank() == 0)
+      log_.warn(change + "the learning-rate schedule is stretched over " +
+                std::to_string(total_steps_) +
+                " steps (sched.stretch_on_resume), so lr jumps "
+                "to where the longer schedule stands");
+    return;
+  }
+  model_->set_schedule_length(config_, started);
+  if (grid_->rank() == 0)
+    log_.warn(change + "the learning-rate schedule keeps its length of " + std::to_string(started) +
+              " steps" +
+              (total_steps_ > started
+                   ? " (lr holds its final value after step " + std::to_string(started) + ")"
+                   : std::string()) +
+              "; sched.stretch_on_resume=true stretches it over the new length instead");
 }
 
 std::string Trainer::run_length() const {

@@ -4,8 +4,8 @@
 //
 // The estimate counts float parameters, their gradients, the optimizer's state (divided
 // over tp x pp, and the state over dp with ZeRO-1) and the mixed-precision weight copy, the
-// model's activations and gradients at its capacity (max(micro-batch, eval_batch) samples),
-// and the host batch buffers. It is an
+// model's activations and gradients at its capacity (a micro-batch: evaluation runs in pieces
+// of that size), and the host batch buffers (a local batch, or an evaluation batch). It is an
 // order of magnitude, meant to catch mistakes, not to plan a job.
 #pragma once
 

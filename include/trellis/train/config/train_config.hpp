@@ -185,7 +185,8 @@ struct TrainConfig {
   KernelsConfig kernels;
   PruneConfig prune;
   std::string run_dir;
-  bool run_overwrite = false;  // run.overwrite
+  bool run_overwrite = false;               // run.overwrite
+  bool stretch_schedule_on_resume = false;  // sched.stretch_on_resume
   DerivedConfig derived;
   std::string source;  // where the values came from, for config.ini's header
 

@@ -36,6 +36,8 @@ struct ResumePoint {
   std::string dir;
   std::int64_t step = 0;
   std::int64_t skipped_steps = 0;
+  TrainConfig stored;               // the configuration the checkpoint was written under
+  std::int64_t schedule_steps = 0;  // the schedule's length then (0: an older checkpoint)
 };
 
 class CheckpointManager {

@@ -20,9 +20,9 @@
 
 namespace trellis {
 
-// batch: samples per forward call, at most the model's and the buffers' capacity. The engine
-// runs the forward passes through the pipeline stages (one stage: just the model); collective
-// over dp and pp.
+// batch: samples read at a time, at most the buffers' capacity; the engine runs them through
+// the pipeline stages (one stage: just the model) in pieces of the model's capacity.
+// Collective over dp and pp.
 EvalResult evaluate_model(PipelineEngine& engine, EvalSource& data, BatchBuffers& buffers,
                           std::int64_t batch, const MpiComm& dp, const MpiComm& pp);
 

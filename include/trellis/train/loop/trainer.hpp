@@ -77,6 +77,8 @@ class Trainer {
   void open_outputs(bool resumed);
   void log_setup() const;
   std::string run_length() const;  // "length: 400 steps (train.max_steps, ...)"
+  // A resumed run of another length: the schedule keeps its length, or is stretched (asked).
+  void keep_or_stretch_schedule(const ResumePoint& point);
   ExitCode train();
   void checkpoint();
   // After the pruning masks changed: their sparsity to the metrics sinks. Collective.

@@ -45,6 +45,10 @@ class TrainingModel {
   Optimizer& optimizer() { return *optimizer_; }
   const Optimizer& optimizer() const { return *optimizer_; }
   const LrSchedule& schedule() const { return *schedule_; }
+  // The schedule over another run length (a resumed run keeping the length it started with).
+  void set_schedule_length(const TrainConfig& config, std::int64_t total_steps) {
+    schedule_ = std::make_unique<LrSchedule>(config.schedule_spec(total_steps));
+  }
   const NormMask& norm_mask() const { return norm_mask_; }
   LossScaler& loss_scaler() { return *loss_scaler_; }
   const LossScaler& loss_scaler() const { return *loss_scaler_; }
