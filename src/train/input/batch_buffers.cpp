@@ -51,4 +51,15 @@ kernels::ConstLabels BatchBuffers::target_rows(std::int64_t first, std::int64_t 
                               static_cast<std::size_t>(count * rows_per_sample));
 }
 
+MicroBatch BatchBuffers::micro_batch(std::int64_t first, std::int64_t count) const {
+  MicroBatch mb;
+  if (seq_len > 0)
+    mb.input.tokens = token_rows(first, count);
+  else
+    mb.input.features = feature_rows(first, count);
+  mb.targets = target_rows(first, count);
+  mb.samples = static_cast<int>(count);
+  return mb;
+}
+
 }  // namespace trellis

@@ -22,13 +22,7 @@ EvalResult evaluate_model(PipelineEngine& engine, EvalSource& data, BatchBuffers
     // its running statistics), so the sums are those of one pass over the batch.
     for (std::int64_t done = 0; done < count; done += model.capacity()) {
       const std::int64_t piece = std::min<std::int64_t>(model.capacity(), count - done);
-      MicroBatch mb;
-      if (model.takes_tokens())
-        mb.input.tokens = buffers.token_rows(done, piece);
-      else
-        mb.input.features = buffers.feature_rows(done, piece);
-      mb.targets = buffers.target_rows(done, piece);
-      mb.samples = static_cast<int>(piece);
+      MicroBatch mb = buffers.micro_batch(done, piece);
       mb.ctx.training = false;
       const StageSums result = engine.evaluate(mb);
       sums[0] += result.loss_sum;

@@ -22,19 +22,13 @@ namespace {
 class StepBatches : public MicroBatchProvider {
  public:
   StepBatches(const BatchBuffers& buffers, const LocalPart& part, std::int64_t micro,
-              std::uint64_t seed, std::int64_t step, bool tokens)
-      : buffers_(buffers), part_(part), micro_(micro), seed_(seed), step_(step), tokens_(tokens) {}
+              std::uint64_t seed, std::int64_t step)
+      : buffers_(buffers), part_(part), micro_(micro), seed_(seed), step_(step) {}
 
   MicroBatch micro_batch(int k) const override {
     const std::int64_t first = std::min(k * micro_, part_.samples);
     const std::int64_t count = std::min(micro_, part_.samples - first);
-    MicroBatch mb;
-    if (tokens_)
-      mb.input.tokens = buffers_.token_rows(first, count);
-    else
-      mb.input.features = buffers_.feature_rows(first, count);
-    mb.targets = buffers_.target_rows(first, count);
-    mb.samples = static_cast<int>(count);
+    MicroBatch mb = buffers_.micro_batch(first, count);
     mb.ctx.seed = seed_;
     mb.ctx.step = step_;
     mb.ctx.first_sample = part_.first_position + first;
@@ -48,7 +42,6 @@ class StepBatches : public MicroBatchProvider {
   std::int64_t micro_;
   std::uint64_t seed_;
   std::int64_t step_;
-  bool tokens_;
 };
 
 }  // namespace
@@ -143,8 +136,7 @@ StepRunner::BatchSums StepRunner::forward_backward(const LocalPart& part, StepRe
   record.loss_scale = scaler.scale();
   if (scaler.enabled()) scale *= record.loss_scale;
   if (faults_.poison_step(record.step)) scale = std::numeric_limits<float>::quiet_NaN();
-  const StepBatches batches(buffers_, part, config_.micro_batch(), config_.train.seed, completed_,
-                            model.takes_tokens());
+  const StepBatches batches(buffers_, part, config_.micro_batch(), config_.train.seed, completed_);
   StageTimes stage_times;
   Communicator& tp = grid_.communicator(Axis::tp);
   const double tp_blocked_before = tp.blocked_seconds();

@@ -9,6 +9,7 @@
 
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/kernels/views.hpp"
+#include "trellis/parallel/pipeline_engine.hpp"
 
 #include <cstdint>
 
@@ -33,6 +34,9 @@ struct BatchBuffers {
   ConstMatrix feature_rows(std::int64_t first, std::int64_t count) const;
   kernels::ConstLabels token_rows(std::int64_t first, std::int64_t count) const;
   kernels::ConstLabels target_rows(std::int64_t first, std::int64_t count) const;
+  // The same samples as a micro-batch: input (features or tokens) and targets; ctx is left
+  // for the caller.
+  MicroBatch micro_batch(std::int64_t first, std::int64_t count) const;
 };
 
 }  // namespace trellis
