@@ -75,6 +75,6 @@ touch "$WORK/a-file"
 expect_exit 2 "$WORK/unwritable.log" trellis_run 2 "${mlp[@]}" --run.dir="$WORK/a-file/run" --train.max_steps=2
 grep -q "run.dir $WORK/a-file/run: cannot create it" "$WORK/unwritable.log" || fail "unwritable run.dir: $(tail -3 "$WORK/unwritable.log")"
 # trellis runs lists them: the finished one, and the one that never started training.
-trellis_run 1 runs --dir "$WORK" > "$WORK/runs.log"
+trellis_run 1 runs "$WORK" > "$WORK/runs.log"
 grep -q "^run  *completed  *4  *test accuracy 0\.[0-9]*" "$WORK/runs.log" || fail "runs: $(cat "$WORK/runs.log")"
 echo "run.dir: refused, resumed, overwritten, restarted and checked as documented"

@@ -36,6 +36,9 @@ std::string synopsis_line(const Command& command) {
   std::string line = std::string("trellis ") + command.name;
   if (command.reads_config) line += " [--config FILE]";
   for (const CommandOption& option : command.options) line += " " + option_usage(option);
+  if (const CommandOption* option =
+          command.positional ? find_option(command, command.positional) : nullptr)
+    line += std::string(" [") + option->value_name + "]";
   if (command.reads_config) line += " [--section.key=value ...]";
   return line;
 }
@@ -153,6 +156,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   }
   const Command& command = *line.command;
   CommandLineParser parser{command, line.args};
+  bool positional_taken = false;
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const std::string arg_name = arg.substr(0, arg.find('='));
@@ -168,6 +172,11 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     } else if (command.reads_config && arg.rfind("--", 0) == 0 &&
                arg_name.find('.') != std::string::npos) {
       parser.take_override(arg, argc, argv, i);
+    } else if (command.positional && !arg.empty() && arg[0] != '-' && !positional_taken) {
+      // `trellis runs DIR`: the bare argument is the value of the command's positional option.
+      positional_taken = true;
+      parser.take(*find_option(command, command.positional),
+                  std::string(command.positional) + "=" + arg, argc, argv, i);
     } else {
       parser.unknown(arg);
     }

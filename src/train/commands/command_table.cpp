@@ -75,9 +75,10 @@ std::vector<Command> make_table() {
        "list the runs under a directory: how each ended, steps, best evaluation, time, cost",
        "Lists the runs under a directory (each sub-directory with a config.ini, summary.json\n"
        "or metrics.jsonl), from the files they wrote; reads only.",
-       {{"--dir", K::text, "DIR", "runs", false, "the directory the runs are in"}},
+       {{"--dir", K::text, "DIR", "runs", false, "the directory the runs are in (also: runs DIR)"}},
        false,
-       run_runs_command},
+       run_runs_command,
+       "--dir"},
       {"generate",
        "sample text from a trained gpt",
        "Samples text from a trained language model, on one rank; the same command prints the\n"

@@ -128,3 +128,13 @@ TEST_CASE("--version, and quantize's --out beside the weights", "[commands]") {
   CHECK(trellis::default_int8_path("runs/a/model.h5") == "runs/a/model.int8.h5");
   CHECK(trellis::default_int8_path("weights") == "weights.int8.h5");
 }
+
+TEST_CASE("runs takes its directory as a bare argument too", "[commands]") {
+  CHECK(parse({"runs"}).args.text("--dir") == "runs");
+  CHECK(parse({"runs", "experiments"}).args.text("--dir") == "experiments");
+  CHECK(parse({"runs", "--dir", "x"}).args.text("--dir") == "x");
+  CHECK(contains(error_of({"runs", "a", "b"}), "unknown runs option 'b'"));
+  CHECK(contains(error_of({"eval", "w.h5"}), "unknown eval option 'w.h5'"));
+  CHECK(contains(trellis::command_help(trellis::find_command("runs")),
+                 "trellis runs [--dir DIR] [DIR]"));
+}

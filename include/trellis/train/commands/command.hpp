@@ -69,6 +69,8 @@ struct Command {
   bool reads_config;  // takes --config FILE and --section.key=value overrides
   // Returns the process' exit code.
   int (*run)(const CommandContext& context, const CommandArgs& args);
+  // The option one bare argument gives (`trellis runs DIR` for --dir), or null: none taken.
+  const char* positional = nullptr;
 };
 
 // Every command, in the order `trellis --help` lists them.
