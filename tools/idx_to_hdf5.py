@@ -23,19 +23,14 @@ import trellis_env  # noqa: E402
 if __name__ == "__main__":
     trellis_env.reexec()  # before numpy and h5py: the tools' Python, whichever started this
 
-import h5py
 import numpy as np
 
-from shard_files import shard_name, stale_outputs  # noqa: E402
+from shard_files import ConversionError, run_conversion, write_samples, write_split  # noqa: E402
 
 FORMAT = "trellis.samples"
 FORMAT_VERSION = 1
 IDX_UBYTE = 0x08  # idx element type code for unsigned bytes
 SPLITS = {"train": "train", "test": "t10k"}  # output stem -> idx file prefix
-
-
-class ConversionError(Exception):
-    pass
 
 
 def find_idx(src, prefix, kind):
@@ -105,19 +100,6 @@ def channel_stats(images, scale):
     return np.array(means, dtype=np.float32), np.array(stds, dtype=np.float32)
 
 
-def write_file(path, images, labels, attrs, chunk_rows):
-    """Writes one file atomically: to path.tmp first, renamed once complete."""
-    tmp = path + ".tmp"
-    n = images.shape[0]
-    rows = max(1, min(chunk_rows, n))
-    with h5py.File(tmp, "w") as f:
-        f.create_dataset("samples", data=images, chunks=(rows,) + images.shape[1:])
-        f.create_dataset("labels", data=labels, chunks=(rows,))
-        for key, value in attrs.items():
-            f.attrs[key] = value
-    os.replace(tmp, path)
-
-
 def convert(args):
     scale = np.float32(1.0 / 255.0)
     started = time.perf_counter()
@@ -138,21 +120,11 @@ def convert(args):
             "std": std,
             "source": f"{source} ({stem}); converted by tools/idx_to_hdf5.py",
         }
-        n = images.shape[0]
-        if args.shards == 1:
-            names = [f"{stem}.h5"]
-            bounds = [(0, n)]
-        else:
-            k = args.shards
-            names = [shard_name(stem, i, k) for i in range(k)]
-            bounds = [(i * n // k, (i + 1) * n // k) for i in range(k)]  # as write_sample_shards
-        for name, (begin, end) in zip(names, bounds):
-            write_file(os.path.join(args.out_dir, name), images[begin:end], labels[begin:end],
-                       attrs, args.chunk_rows)
-            print(f"  {os.path.join(args.out_dir, name)}: {end - begin} samples")
-        for name in stale_outputs(args.out_dir, stem, set(names)):
-            print(f"warning: {os.path.join(args.out_dir, name)} is left from an earlier "
-                  f"conversion; remove it so that globs do not pick it up", file=sys.stderr)
+        write_split(args.out_dir, stem, images.shape[0], args.shards,
+                    lambda path, begin, end: write_samples(path, images[begin:end],
+                                                           labels[begin:end], attrs,
+                                                           args.chunk_rows),
+                    "samples")
     print(f"mean {mean.tolist()}, std {std.tolist()} (train, after scale 1/255); "
           f"{time.perf_counter() - started:.2f} s")
 
@@ -172,12 +144,7 @@ def main(argv=None):
         parser.error("--shards must be in [1, 99999]")
     if args.chunk_rows < 1 or args.num_classes < 1:
         parser.error("--chunk-rows and --num-classes must be positive")
-    try:
-        convert(args)
-    except ConversionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 3  # Trellis' exit code for bad input data
-    return 0
+    return run_conversion(convert, args)
 
 
 if __name__ == "__main__":

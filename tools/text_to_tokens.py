@@ -29,19 +29,14 @@ import trellis_env  # noqa: E402
 if __name__ == "__main__":
     trellis_env.reexec()  # before numpy and h5py: the tools' Python, whichever started this
 
-import h5py
 import numpy as np
 
-from shard_files import shard_name, stale_outputs  # noqa: E402
+from shard_files import ConversionError, run_conversion, write_atomically, write_split  # noqa: E402
 
 FORMAT = "trellis.tokens"
 FORMAT_VERSION = 1
 VOCAB_SIZE = 256  # tokenizer "bytes": token = byte value
 SPLITS = ("train", "val")
-
-
-class ConversionError(Exception):
-    pass
 
 
 # ---- reading sources ---------------------------------------------------------------------
@@ -208,19 +203,14 @@ def default_source(paths):
 # ---- writing -----------------------------------------------------------------------------
 
 def write_file(path, tokens, attrs, chunk_tokens):
-    """Writes one file atomically: to path.tmp first, renamed once complete."""
-    tmp = path + ".tmp"
-    try:
-        with h5py.File(tmp, "w") as f:
-            f.create_dataset("tokens", data=tokens, dtype=np.uint16,
-                             chunks=(max(1, min(chunk_tokens, tokens.size)),))
-            for key, value in attrs.items():
-                f.attrs[key] = value
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    """One trellis.tokens file, atomically."""
+    def fill(f):
+        f.create_dataset("tokens", data=tokens, dtype=np.uint16,
+                         chunks=(max(1, min(chunk_tokens, tokens.size)),))
+        for key, value in attrs.items():
+            f.attrs[key] = value
+
+    write_atomically(path, fill)
 
 
 def split_bounds(n, val_fraction):
@@ -269,17 +259,10 @@ def convert(args):
             "split": split,
             "source": f"{source} ({split}); converted by tools/text_to_tokens.py",
         }
-        n = stream.size
-        k = args.shards
-        names = [f"{split}.h5"] if k == 1 else [shard_name(split, i, k) for i in range(k)]
-        bounds = [(i * n // k, (i + 1) * n // k) for i in range(k)]  # as write_token_shards
-        for name, (begin, end) in zip(names, bounds):
-            write_file(os.path.join(args.out_dir, name), stream[begin:end], attrs,
-                       args.chunk_tokens)
-            print(f"  {os.path.join(args.out_dir, name)}: {end - begin} tokens")
-        for name in stale_outputs(args.out_dir, split, set(names)):
-            print(f"warning: {os.path.join(args.out_dir, name)} is left from an earlier "
-                  f"conversion; remove it so that globs do not pick it up", file=sys.stderr)
+        write_split(args.out_dir, split, stream.size, args.shards,
+                    lambda path, begin, end: write_file(path, stream[begin:end], attrs,
+                                                        args.chunk_tokens),
+                    "tokens")
     print(f"{len(text)} bytes -> {n_train} train + {n_val} val tokens (vocab {VOCAB_SIZE}, "
           f"bytes); {time.perf_counter() - started:.2f} s")
 
@@ -304,12 +287,7 @@ def main(argv=None):
         parser.error("--shards must be in [1, 99999]")
     if args.chunk_tokens < 1:
         parser.error("--chunk-tokens must be positive")
-    try:
-        convert(args)
-    except ConversionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 3  # Trellis' exit code for bad input data
-    return 0
+    return run_conversion(convert, args)
 
 
 if __name__ == "__main__":

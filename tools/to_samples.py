@@ -30,14 +30,10 @@ if __name__ == "__main__":
 import h5py
 import numpy as np
 
-from shard_files import shard_name, stale_outputs
+from shard_files import ConversionError, run_conversion, write_samples, write_split
 
 FORMAT, FORMAT_VERSION = "trellis.samples", 1
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
-
-
-class ConversionError(Exception):
-    pass
 
 
 class Progress:
@@ -209,23 +205,6 @@ def normalisation(x, scale):
     return mean.astype(np.float32), std.astype(np.float32)
 
 
-def write_file(path, samples, labels, attrs, chunk_rows):
-    """One file, atomically: to path.tmp first, renamed once complete."""
-    tmp = path + ".tmp"
-    rows = max(1, min(chunk_rows, samples.shape[0]))
-    try:
-        with h5py.File(tmp, "w") as f:
-            f.create_dataset("samples", data=samples, chunks=(rows,) + samples.shape[1:])
-            f.create_dataset("labels", data=labels, chunks=(rows,))
-            for key, value in attrs.items():
-                f.attrs[key] = value
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def split(n, fraction, seed):
     order = np.random.default_rng(seed).permutation(n)
     test = int(round(n * fraction))
@@ -276,16 +255,11 @@ def convert(args):
                            f"by tools/to_samples.py {args.kind}"}
         if names:
             attrs["class_names"] = np.array(names, dtype=h5py.string_dtype())
-        n, k = samples.shape[0], args.shards
-        names_out = [f"{stem}.h5"] if k == 1 else [shard_name(stem, i, k) for i in range(k)]
-        bounds = [(i * n // k, (i + 1) * n // k) for i in range(k)]
-        for name, (begin, end) in zip(names_out, bounds):
-            write_file(os.path.join(args.out_dir, name), samples[begin:end], labels[begin:end],
-                       attrs, args.chunk_rows)
-            print(f"  {os.path.join(args.out_dir, name)}: {end - begin} samples")
-        for name in stale_outputs(args.out_dir, stem, set(names_out)):
-            print(f"warning: {os.path.join(args.out_dir, name)} is left from an earlier "
-                  f"conversion; remove it so that globs do not pick it up", file=sys.stderr)
+        write_split(args.out_dir, stem, samples.shape[0], args.shards,
+                    lambda path, begin, end: write_samples(path, samples[begin:end],
+                                                           labels[begin:end], attrs,
+                                                           args.chunk_rows),
+                    "samples")
     print(f"{num_classes} classes, samples {list(x.shape[1:])} {x.dtype}; train mean "
           f"{np.round(mean, 4).tolist()[:8]}, std {np.round(std, 4).tolist()[:8]}; "
           f"{time.perf_counter() - started:.2f} s")
@@ -329,12 +303,7 @@ def main(argv=None):
         parser.error("--test-fraction must be in [0, 1)")
     if args.shards < 1 or args.shards > 99999 or args.chunk_rows < 1 or args.num_classes < 0:
         parser.error("--shards in [1, 99999], --chunk-rows >= 1 and --num-classes >= 0")
-    try:
-        convert(args)
-    except ConversionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 3  # Trellis' exit code for bad input data
-    return 0
+    return run_conversion(convert, args)
 
 
 if __name__ == "__main__":

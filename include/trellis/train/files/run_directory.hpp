@@ -8,6 +8,9 @@
 // the TensorBoard sink) do not count.
 #pragma once
 
+#include "trellis/core/log.hpp"
+#include "trellis/train/config/train_config.hpp"
+
 #include <string>
 #include <vector>
 
@@ -28,5 +31,12 @@ EarlierRun find_earlier_run(const std::string& run_dir, const std::string& check
 // Deletes what find_earlier_run found, the checkpoint directory's `latest` with its step
 // directories; Error naming the path that cannot be removed.
 void remove_earlier_run(const EarlierRun& run, const std::string& checkpoint_dir);
+
+// Before a fresh or resumed run writes in run.dir (rank 0 only): a fresh run over an earlier
+// one is refused (ConfigError naming the ways out) unless run.overwrite, which deletes it; a
+// resumed run continues it (--resume auto without a checkpoint starts over unless the earlier
+// run finished). Then run.dir is made and written to once, so one that cannot be is exit 2
+// before any data is read. A dry run checks and says what it would do, and changes nothing.
+void prepare_run_directory(const TrainConfig& config, const Logger& log, bool dry_run);
 
 }  // namespace trellis
