@@ -6,8 +6,13 @@ JOBS       ?= $(shell nproc)
 DEMO_RANKS ?= 2
 DATA_DIR   ?= data/fashion-mnist
 TEXT_DIR   ?= data/austen
+# The demos start their ranks through tools/launch (Ctrl-C stops with a checkpoint; it adds
+# --allow-run-as-root as root and --oversubscribe with more ranks than cores); MPIRUN_FLAGS
+# adds mpirun options.
 MPIEXEC    ?= mpiexec
-MPIEXEC_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --oversubscribe
+MPIRUN_FLAGS ?=
+LAUNCH = MPIEXEC=$(MPIEXEC) MPIRUN_FLAGS="$(MPIRUN_FLAGS)" TRELLIS_BIN=$(BUILD_DIR)/trellis \
+  tools/launch -n $(DEMO_RANKS)
 # Site paths (Debian 12 defaults; ctest gets the same from CMake's TRELLIS_* cache variables).
 # Debian's python3 has numpy and h5py; the first python3 on PATH may not.
 PYTHON     ?= $(or $(wildcard /usr/bin/python3),python3)
@@ -45,8 +50,7 @@ $(DATA_DIR)/train.h5 $(DATA_DIR)/test.h5:
 	$(PYTHON) tools/idx_to_hdf5.py --src $(FASHION_MNIST_SRC) --out-dir $(DATA_DIR)
 
 demo: build $(DATA_DIR)/train.h5
-	$(DEMO_PROGRESS) OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) \
-	  $(BUILD_DIR)/trellis train --log.progress=$$progress --run.overwrite=true \
+	$(DEMO_PROGRESS) $(LAUNCH) train --log.progress=$$progress --run.overwrite=true \
 	  --config inputs/fashion_mlp.ini --data.train=$(DATA_DIR)/train.h5 --data.test=$(DATA_DIR)/test.h5
 
 $(TEXT_DIR)/train.h5:
@@ -54,13 +58,11 @@ $(TEXT_DIR)/train.h5:
 
 # The CNN and GPT demos of inputs/fashion_cnn.ini and inputs/gpt_char.ini (minutes on 2 cores).
 demo-cnn: build $(DATA_DIR)/train.h5
-	$(DEMO_PROGRESS) OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) \
-	  $(BUILD_DIR)/trellis train --log.progress=$$progress --run.overwrite=true \
+	$(DEMO_PROGRESS) $(LAUNCH) train --log.progress=$$progress --run.overwrite=true \
 	  --config inputs/fashion_cnn.ini --data.train=$(DATA_DIR)/train.h5 --data.test=$(DATA_DIR)/test.h5
 
 demo-gpt: build $(TEXT_DIR)/train.h5
-	$(DEMO_PROGRESS) OPENBLAS_NUM_THREADS=1 $(MPIEXEC) $(MPIEXEC_FLAGS) -n $(DEMO_RANKS) \
-	  $(BUILD_DIR)/trellis train --log.progress=$$progress --run.overwrite=true \
+	$(DEMO_PROGRESS) $(LAUNCH) train --log.progress=$$progress --run.overwrite=true \
 	  --config inputs/gpt_char.ini --data.train=$(TEXT_DIR)/train.h5 --data.test=$(TEXT_DIR)/val.h5
 	$(BUILD_DIR)/trellis generate --weights runs/gpt_char/model.h5 --prompt "It is a truth " \
 	  --tokens 300 --top-k 10 --temperature 0.8 --seed 1
