@@ -26,7 +26,7 @@ TRELLIS_VENV ?= /opt/trellis-venv
 # tests: $(shell ...) and $(...) would test the pipe they read from.
 DEMO_PROGRESS = progress=lines; if test -t 1; then progress=bar; fi;
 
-.PHONY: all deps configure build test demo demo-cnn demo-gpt bench tensorboard clean
+.PHONY: all deps configure build build-portable test demo demo-cnn demo-gpt bench tensorboard clean
 
 all: build
 
@@ -39,8 +39,21 @@ configure: deps
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-test: build
+# The portable build (TRELLIS_PORTABLE_KERNELS): the host runs every kernel's device body, so
+# the tests below execute the code a GPU build runs (no oneDNN there: CMAKE_ARGS' oneDNN
+# switch is left out). Only what its tests need is built.
+PORTABLE_BUILD_DIR ?= $(BUILD_DIR)-portable
+PORTABLE_CMAKE_ARGS ?= $(filter-out -DTRELLIS_ENABLE_ONEDNN=%,$(CMAKE_ARGS))
+
+build-portable: configure
+	cmake -S . -B $(PORTABLE_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DTRELLIS_PORTABLE_KERNELS=ON $(PORTABLE_CMAKE_ARGS)
+	cmake --build $(PORTABLE_BUILD_DIR) -j $(JOBS) --target trellis trellis_unit_tests trellis_mpi_tests
+
+# Every test of the normal build, then the device-code-path tests of the portable build.
+test: build build-portable
 	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900
+	cd $(PORTABLE_BUILD_DIR) && ctest --output-on-failure --timeout 900 -j $(JOBS)
 
 # TensorBoard over every run under runs/ (http://localhost:6006; RUNS=dir for another folder).
 tensorboard: deps

@@ -47,6 +47,14 @@ else()
                       "nor trilinos_kokkoscore; set Kokkos_ROOT to a Kokkos >= 3.4 install.")
 endif()
 
+if(TRELLIS_PORTABLE_KERNELS)
+  if(TRELLIS_ENABLE_CUDA)
+    message(FATAL_ERROR "TRELLIS_PORTABLE_KERNELS is a host build; a CUDA build takes the "
+                        "device code path already")
+  endif()
+  target_compile_definitions(trellis::kokkos INTERFACE TRELLIS_PORTABLE_KERNELS=1)
+  message(STATUS "Portable kernels: the host runs every kernel's device body")
+endif()
 if(TRELLIS_ENABLE_CUDA AND NOT "CUDA" IN_LIST Kokkos_DEVICES)
   message(FATAL_ERROR "TRELLIS_ENABLE_CUDA=ON needs a Kokkos built with the CUDA backend "
                       "(found devices: ${Kokkos_DEVICES}). CUDA 13 needs Kokkos >= 4.7.")

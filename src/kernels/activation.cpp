@@ -38,7 +38,7 @@ void relu_forward(ConstMatrix x, Matrix y) {
   const float* xp = x.data();
   float* yp = y.data();
   const Index n = static_cast<Index>(x.size());
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_relu_forward(xp, yp, n);
   } else {
     Kokkos::parallel_for(
@@ -54,7 +54,7 @@ void relu_backward(ConstMatrix x, ConstMatrix dy, Matrix dx) {
   const float* dyp = dy.data();
   float* dxp = dx.data();
   const Index n = static_cast<Index>(x.size());
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_relu_backward(xp, dyp, dxp, n);
   } else {
     Kokkos::parallel_for(
@@ -68,7 +68,7 @@ void gelu_forward(ConstMatrix x, Matrix y) {
   const float* xp = x.data();
   float* yp = y.data();
   const Index n = static_cast<Index>(x.size());
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_gelu_forward(xp, yp, n);
   } else {
     Kokkos::parallel_for(
@@ -84,7 +84,7 @@ void gelu_backward(ConstMatrix x, ConstMatrix dy, Matrix dx) {
   const float* dyp = dy.data();
   float* dxp = dx.data();
   const Index n = static_cast<Index>(x.size());
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_gelu_backward(xp, dyp, dxp, n);
   } else {
     Kokkos::parallel_for(

@@ -82,7 +82,7 @@ void batchnorm_sums(ConstMatrix x, int plane, DoubleVector sums) {
   const float* xp = x.data();
   double* s = sums.data();
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0)), pl = plane;
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_sums(xp, s, n, C, pl);
     return;
   }
@@ -180,7 +180,7 @@ void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, int plane, ConstDoub
   const double* st = stats.data();
   double* s = sums.data();
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0)), pl = plane;
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_backward_sums(xp, dyp, st, s, n, C, pl);
     return;
   }

@@ -173,7 +173,7 @@ void bias_add(Matrix y, ConstVector bias) {
   const Index rows = static_cast<Index>(y.extent(0)), cols = static_cast<Index>(y.extent(1));
   float* yp = y.data();
   const float* bp = bias.data();
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_bias_add(yp, bp, rows, cols);
   } else {
     Kokkos::parallel_for(
@@ -193,7 +193,7 @@ void column_sum_accumulate(ConstMatrix dy, Vector grad) {
   const Index rows = static_cast<Index>(dy.extent(0)), cols = static_cast<Index>(dy.extent(1));
   const float* dyp = dy.data();
   float* gp = grad.data();
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_column_sum(dyp, gp, rows, cols);
   } else {
     // One thread per column walking down the rows: a warp reads 32 consecutive floats of a row.
@@ -223,7 +223,7 @@ void bias_activation_forward(Matrix z, ConstVector bias, Activation f, Matrix y)
       if (!in_place) Kokkos::deep_copy(y, z);
       return;
     case Activation::relu:
-      if constexpr (kHostMemory) {
+      if constexpr (kHostKernels) {
         in_place ? host_bias_relu_in_place(yp, bp, rows, cols)
                  : host_bias_relu(zp, bp, yp, rows, cols);
       } else {
@@ -231,7 +231,7 @@ void bias_activation_forward(Matrix z, ConstVector bias, Activation f, Matrix y)
       }
       return;
     case Activation::gelu:
-      if constexpr (kHostMemory) {
+      if constexpr (kHostKernels) {
         in_place ? host_bias_gelu_in_place(yp, bp, rows, cols)
                  : host_bias_gelu(zp, bp, yp, rows, cols);
       } else {
@@ -255,13 +255,13 @@ void bias_activation_backward(ConstMatrix saved, ConstMatrix dy, Activation f, M
   float* dzp = dz.data();
   float* gp = grad.data();
   if (f == Activation::relu) {
-    if constexpr (kHostMemory) {
+    if constexpr (kHostKernels) {
       host_relu_bias_grad(sp, dyp, dzp, gp, rows, cols);
     } else {
       device_bias_activation_grad<Activation::relu>(sp, dyp, dzp, gp, rows, cols);
     }
   } else {
-    if constexpr (kHostMemory) {
+    if constexpr (kHostKernels) {
       host_gelu_bias_grad(sp, dyp, dzp, gp, rows, cols);
     } else {
       device_bias_activation_grad<Activation::gelu>(sp, dyp, dzp, gp, rows, cols);

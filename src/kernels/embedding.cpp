@@ -92,7 +92,7 @@ void position_add(ConstMatrix x, ConstMatrix pos, Matrix y) {
   const float* xp = x.data();
   const float* pp = pos.data();
   float* yp = y.data();
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     position_add_host(xp, pp, static_cast<std::int64_t>(x.size()), span, yp);
     return;
   }

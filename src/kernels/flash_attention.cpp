@@ -69,7 +69,7 @@ void flash_attention_forward(ConstMatrix qkv, const FlashAttentionShape& shape, 
                              Vector lse, const DropoutMask& mask) {
   const Dims D = check_dims("flash_attention_forward", qkv, shape, out.extent(0), out.extent(1),
                             lse.extent(0), mask);
-  if (kHostMemory && D.hd <= flash::kHostMaxHeadDim) {
+  if (kHostKernels && D.hd <= flash::kHostMaxHeadDim) {
     flash::host_forward(D, qkv.data(), out.data(), lse.data(), mask);
     return;
   }

@@ -25,7 +25,7 @@ void flash_attention_backward(ConstMatrix qkv, ConstMatrix out, ConstMatrix dout
   TRELLIS_REQUIRE(delta.extent(0) == lse.extent(0), "flash_attention_backward: delta " +
                                                         extents_string(delta) + " and lse " +
                                                         extents_string(lse) + " differ");
-  if (kHostMemory && D.hd <= flash::kHostMaxHeadDim) {
+  if (kHostKernels && D.hd <= flash::kHostMaxHeadDim) {
     flash::host_backward(D, qkv.data(), out.data(), dout.data(), lse.data(), delta.data(),
                          dqkv.data(), mask);
     return;

@@ -4,6 +4,7 @@
 
 #include "flash_attention_impl.hpp"
 
+#include "trellis/core/code_path.hpp"
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/kernels/views.hpp"
 
@@ -18,6 +19,9 @@ using Scratch = Kokkos::View<float*, ExecSpace::scratch_memory_space, Unmanaged>
 // Tile sizes and team shape: see the header (L1/L2 on the host, 48 KiB shared memory on GPUs).
 #if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
 constexpr int kTileQ = 32, kTileK = 32, kTeamSize = 8, kVectorLength = 32;
+#elif TRELLIS_PORTABLE_KERNELS
+// The device tiles; Kokkos' host back-ends run teams of one thread and one lane.
+constexpr int kTileQ = 32, kTileK = 32, kTeamSize = 1, kVectorLength = 1;
 #else
 constexpr int kTileQ = 64, kTileK = 64, kTeamSize = 1, kVectorLength = 1;
 #endif
@@ -28,7 +32,7 @@ constexpr int kTileQ = 64, kTileK = 64, kTeamSize = 1, kVectorLength = 1;
 // defeats the vectoriser ("complicated access pattern").
 template <class F>
 KOKKOS_FORCEINLINE_FUNCTION void team_for(const Team& team, std::int64_t n, const F& f) {
-#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
+#if TRELLIS_DEVICE_BODIES
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), f);
 #else
   (void)team;
@@ -38,7 +42,7 @@ KOKKOS_FORCEINLINE_FUNCTION void team_for(const Team& team, std::int64_t n, cons
 
 template <class F>
 KOKKOS_FORCEINLINE_FUNCTION void vector_for(const Team& team, std::int64_t n, const F& f) {
-#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
+#if TRELLIS_DEVICE_BODIES
   Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, n), f);
 #else
   (void)team;
@@ -50,7 +54,7 @@ KOKKOS_FORCEINLINE_FUNCTION void vector_for(const Team& team, std::int64_t n, co
 // a single running value (which GCC will not do without -ffast-math).
 KOKKOS_INLINE_FUNCTION float vector_max(const Team& team, std::int64_t n, const float* x) {
   float result = x[0];
-#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
+#if TRELLIS_DEVICE_BODIES
   Kokkos::parallel_reduce(
       Kokkos::ThreadVectorRange(team, n),
       [&](const std::int64_t j, float& mx) { mx = x[j] > mx ? x[j] : mx; },
@@ -69,7 +73,7 @@ KOKKOS_INLINE_FUNCTION float vector_max(const Team& team, std::int64_t n, const 
 
 KOKKOS_INLINE_FUNCTION float vector_sum(const Team& team, std::int64_t n, const float* x) {
   float result = 0.0f;
-#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
+#if TRELLIS_DEVICE_BODIES
   Kokkos::parallel_reduce(
       Kokkos::ThreadVectorRange(team, n), [&](const std::int64_t j, float& sum) { sum += x[j]; },
       result);

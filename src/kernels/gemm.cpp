@@ -1,5 +1,6 @@
 #include "trellis/kernels/gemm.hpp"
 
+#include "trellis/core/code_path.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 #include "trellis/kernels/views.hpp"
@@ -67,7 +68,7 @@ void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrix a, ConstMatrix b,
     scale(flat(c), beta);
     return;
   }
-  if constexpr (std::is_same_v<MemSpace, HostSpace>) {
+  if constexpr (kHostKernels) {
     // Host memory: call oneDNN's or the BLAS's sgemm directly. KokkosBlas::gemm would reach the
     // same sgemm_, but its TPL layer (Kokkos Kernels 3.x) builds a std::string profiling-region
     // name on every call, and the training step must not allocate.
@@ -75,7 +76,8 @@ void gemm(bool trans_a, bool trans_b, float alpha, ConstMatrix a, ConstMatrix b,
     host_gemm(trans_a, trans_b, dim(m), dim(n), dim(k), alpha, a.data(), dim(a.extent(1)), b.data(),
               dim(b.extent(1)), beta, c.data(), dim(c.extent(1)));
   } else {
-    // Device memory: KokkosBlas dispatches to the vendor library (cuBLAS TPL on CUDA builds).
+    // Device memory (and the portable build): KokkosBlas dispatches to the vendor library
+    // (cuBLAS TPL on CUDA builds; the BLAS TPL or Kokkos Kernels' own GEMM on the host).
     KokkosBlas::gemm(trans_a ? "T" : "N", trans_b ? "T" : "N", alpha, a, b, beta, c);
   }
 }

@@ -55,7 +55,7 @@ void quantize_values(ConstVector x, const ActivationQuant& q, ByteVector out, bo
                                                     std::to_string(out.extent(0)) + " bytes");
   TRELLIS_REQUIRE(q.scale > 0.0f, std::string(who) + ": scale must be positive");
   const float inverse = 1.0f / q.scale;
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     quantize_host(x.data(), static_cast<std::int64_t>(x.extent(0)), gelu_first, inverse,
                   static_cast<float>(q.qmin() - q.zero_point),
                   static_cast<float>(q.qmax() - q.zero_point), q.zero_point, out.data());

@@ -151,7 +151,7 @@ void layernorm_forward(ConstMatrix x, ConstVector gamma, ConstVector beta, float
   check_extent(mean, x.extent(0), false, x, who, "mean");
   check_extent(rstd, x.extent(0), false, x, who, "rstd");
   const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_forward(x.data(), gamma.data(), beta.data(), eps, y.data(), mean.data(), rstd.data(),
                  static_cast<Index>(x.extent(0)), d);
     return;
@@ -177,7 +177,7 @@ void layernorm_forward_quantized(ConstMatrix x, ConstVector gamma, ConstVector b
   TRELLIS_REQUIRE(q.scale > 0.0f, "layernorm_forward_quantized: scale must be positive");
   const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
   const float inverse = 1.0f / q.scale;
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_forward_quantized(x.data(), gamma.data(), beta.data(), eps, inverse,
                            static_cast<float>(q.qmin() - q.zero_point),
                            static_cast<float>(q.qmax() - q.zero_point), q.zero_point, out.data(),
@@ -212,7 +212,7 @@ void layernorm_backward(ConstMatrix x, ConstMatrix dy, ConstVector gamma, ConstV
   check_extent(rstd, x.extent(0), false, x, who, "rstd");
   const std::int64_t rows = static_cast<std::int64_t>(x.extent(0));
   const std::int64_t d = static_cast<std::int64_t>(x.extent(1));
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_backward(x.data(), dy.data(), gamma.data(), mean.data(), rstd.data(), dx.data(),
                   dgamma.data(), dbeta.data(), rows, d);
     return;

@@ -53,7 +53,7 @@ void round_to(Precision p, ConstVector src, Vector dst) {
           KOKKOS_LAMBDA(const Index i) { dst(i) = src(i); });
     return;
   }
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     if (p == Precision::bf16)
       host_round_bf16(src.data(), dst.data(), n);
     else
@@ -98,7 +98,7 @@ void to_half(Precision p, ConstVector src, HalfVector dst) {
   require_half(p, "to_half");
   require_same_shape(src, dst, "to_half");
   const auto n = static_cast<Index>(src.extent(0));
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     if (p == Precision::bf16)
       host_to_bf16(src.data(), dst.data(), n);
     else
@@ -114,7 +114,7 @@ void from_half(Precision p, ConstHalfVector src, Vector dst) {
   require_half(p, "from_half");
   require_same_shape(src, dst, "from_half");
   const auto n = static_cast<Index>(src.extent(0));
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     if (p == Precision::bf16)
       host_from_bf16(src.data(), dst.data(), n);
     else

@@ -125,7 +125,7 @@ XentResult softmax_xent_forward(ConstMatrix logits, ConstLabels labels) {
   std::int64_t correct = 0;
   std::int64_t first_bad_row = 0;  // reduced with Min; rows if every label is valid
 #if TRELLIS_HOST_VECTORS
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     first_bad_row = rows;
     xent_forward_host(logits.data(), static_cast<std::int64_t>(logits.stride(0)), labels.data(),
                       rows, classes, loss_sum, correct, first_bad_row);
@@ -168,7 +168,7 @@ void softmax_xent_backward(ConstMatrix logits, ConstLabels labels, float scale, 
   const std::int32_t classes = static_cast<std::int32_t>(logits.extent(1));
   TRELLIS_REQUIRE(classes > 0 || logits.extent(0) == 0, "softmax_xent_backward: 0 classes");
 #if TRELLIS_HOST_VECTORS
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     const auto rows = static_cast<std::int64_t>(logits.extent(0));
     std::int64_t first_bad_row = rows;
     xent_backward_host(logits.data(), static_cast<std::int64_t>(logits.stride(0)), labels.data(),

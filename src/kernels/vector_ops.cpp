@@ -24,7 +24,7 @@ void host_add(const float* a, const float* b, float* out, Index n) {
 }  // namespace
 
 void fill(Vector x, float value) {
-  if constexpr (kHostMemory) {  // memset for zeros (the per-step gradient reset)
+  if constexpr (kHostKernels) {  // memset for zeros (the per-step gradient reset)
     std::fill_n(x.data(), x.extent(0), value);
     return;
   }
@@ -45,7 +45,7 @@ void scale(Vector x, float alpha) {
 
 void axpy(float alpha, ConstVector x, Vector y) {
   require_same_shape(x, y, "axpy");
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_axpy(alpha, x.data(), y.data(), static_cast<Index>(x.extent(0)));
     return;
   }
@@ -56,7 +56,7 @@ void axpy(float alpha, ConstVector x, Vector y) {
 
 void copy(ConstVector x, Vector y) {
   require_same_shape(x, y, "copy");
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     std::copy(x.data(), x.data() + x.extent(0), y.data());
     return;
   }
@@ -72,7 +72,7 @@ void add(ConstVector a, ConstVector b, Vector out) {
   const float* bp = b.data();
   float* op = out.data();
   const Index n = static_cast<Index>(a.extent(0));
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     host_add(ap, bp, op, n);
   } else {
     Kokkos::parallel_for(

@@ -17,14 +17,14 @@ Autocast resolve_autocast(Precision mode, const std::string& kernels, std::strin
   if (kernels == "native" && !available)
     throw ConfigError("precision.kernels = native: " +
                       kernels::native_gemm_unavailable_reason(mode) + "; use emulated or auto");
-  const bool amx = kHostMemory && host_cpu_features().amx_bf16;
+  const bool amx = kHostKernels && host_cpu_features().amx_bf16;
   autocast.native =
-      kernels == "native" || (kernels == "auto" && available && (!kHostMemory || amx));
+      kernels == "native" || (kernels == "auto" && available && (!kHostKernels || amx));
   if (autocast.native) {
     notice = "precision: " + name + " with native kernels (" + name +
              " operands, fp32 "
              "accumulation: " +
-             (kHostMemory ? "oneDNN matmul" : "cuBLAS GemmEx") + ")" +
+             (kHostKernels ? "oneDNN matmul" : "cuBLAS GemmEx") + ")" +
              (kernels == "native" ? ", asked for by precision.kernels" : "");
     return autocast;
   }

@@ -9,7 +9,7 @@ namespace trellis {
 
 namespace {
 
-using optim_detail::kHostMemory;
+using optim_detail::kHostKernels;
 
 // Per-step scalars, computed once on the host.
 struct AdamScalars {
@@ -86,7 +86,7 @@ void Adam::update(FloatView params, ConstFloatView grads, float lr, float grad_s
   s.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
   const bool decoupled = decay_ == Decay::decoupled;
 
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     for_each_decay_run(begin, end, [&](std::size_t lo, std::size_t hi, bool decay) {
       adam_host(params.data() + lo, grads.data() + lo, exp_avg_.data() + lo,
                 exp_avg_sq_.data() + lo, hi - lo, s, decay, decoupled);

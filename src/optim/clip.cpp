@@ -72,7 +72,7 @@ double weighted_sum_of_squares(ConstFloatView grads, ConstFloatView weights) {
   const std::size_t n = grads.extent(0);
   const bool weighted = weights.extent(0) > 0;
 #ifdef TRELLIS_HOST_SUM_OF_SQUARES
-  if constexpr (optim_detail::kHostMemory)
+  if constexpr (optim_detail::kHostKernels)
     return host_sum_of_squares(grads.data(), weighted ? weights.data() : nullptr, n);
 #endif
   const std::size_t blocks = (n + kBlock - 1) / kBlock;
@@ -133,7 +133,7 @@ double NormMask::sum_of_squares(ConstFloatView grads) const {
                   "NormMask::sum_of_squares: " + std::to_string(grads.extent(0)) +
                       " gradients for a mask of " + std::to_string(size()));
 #ifdef TRELLIS_HOST_SUM_OF_SQUARES
-  if constexpr (optim_detail::kHostMemory) {
+  if constexpr (optim_detail::kHostKernels) {
     double sum = 0.0;
     for (const Run& run : runs_)
       sum += host_sum_of_squares(grads.data() + run.begin, nullptr, run.end - run.begin);

@@ -19,7 +19,7 @@
 
 namespace trellis::optim_detail {
 
-using trellis::kHostMemory;
+using trellis::kHostKernels;
 
 // data() + offset of a state buffer that may be unallocated (nullptr then).
 inline float* at(const FloatView& view, std::size_t offset) {

@@ -9,7 +9,7 @@ namespace trellis {
 
 namespace {
 
-using optim_detail::kHostMemory;
+using optim_detail::kHostKernels;
 
 struct RmsPropScalars {
   float lr, grad_scale, weight_decay, alpha, one_minus_alpha, eps, momentum;
@@ -76,7 +76,7 @@ void RmsProp::update(FloatView params, ConstFloatView grads, float lr, float gra
   const RmsPropScalars s{lr,   grad_scale, weight_decay_, alpha_, static_cast<float>(1.0 - alpha_),
                          eps_, momentum_};
   const bool use_momentum = momentum_ > 0.0f;
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     for_each_decay_run(begin, end, [&](std::size_t lo, std::size_t hi, bool decay) {
       rmsprop_host(params.data() + lo, grads.data() + lo, square_avg_.data() + lo,
                    optim_detail::at(momentum_buffer_, lo), hi - lo, s, decay, use_momentum);

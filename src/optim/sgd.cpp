@@ -6,7 +6,7 @@ namespace trellis {
 
 namespace {
 
-using optim_detail::kHostMemory;
+using optim_detail::kHostKernels;
 
 struct SgdScalars {
   float lr, grad_scale, weight_decay, momentum;
@@ -71,7 +71,7 @@ void Sgd::update(FloatView params, ConstFloatView grads, float lr, float grad_sc
   // initialising it to a copy of the first gradient (dampening is 0).
   const SgdScalars s{lr, grad_scale, weight_decay_, momentum_};
   const bool use_momentum = momentum_ != 0.0f, nesterov = nesterov_;
-  if constexpr (kHostMemory) {
+  if constexpr (kHostKernels) {
     for_each_decay_run(begin, end, [&](std::size_t lo, std::size_t hi, bool decay) {
       sgd_host(params.data() + lo, grads.data() + lo, optim_detail::at(momentum_buffer_, lo),
                hi - lo, s, decay, use_momentum, nesterov);

@@ -11,6 +11,14 @@ FASHION_DIR="$TRELLIS_TEST_DATA/fashion-mnist"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/trellis-e2e.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
+# The portable build (TRELLIS_PORTABLE_KERNELS) exchanges gradients through the communicator
+# only, as a device build does: the scripts leave out their node shared-memory runs there.
+if "$TRELLIS_BIN" info 2> /dev/null | grep -q "TRELLIS_PORTABLE_KERNELS=ON"; then
+  SHARED_MEMORY_EXCHANGE=false
+else
+  SHARED_MEMORY_EXCHANGE=true
+fi
+
 # trellis_run NP ARGS...: runs the executable on NP ranks with a hard time limit.
 trellis_run() {
   local np=$1

@@ -22,12 +22,16 @@ layouts() {
   trellis_run 4 "$@" --parallel.tp=2 --run.dir="$WORK/$name-dp2tp2" > "$WORK/$name-dp2tp2.log"
   trellis_run 4 "$@" --parallel.pp=2 --train.micro_batch=1 --run.dir="$WORK/$name-dp2pp2" > "$WORK/$name-dp2pp2.log"
   trellis_run 4 "$@" --parallel.pp=2 --parallel.zero=1 --parallel.bucket_mb=0.01 --parallel.grad_exchange=communicator --run.dir="$WORK/$name-dp2pp2-zero1" > "$WORK/$name-dp2pp2z.log"
-  trellis_run 4 "$@" --parallel.pp=2 --parallel.zero=1 --parallel.grad_exchange=shared_memory --run.dir="$WORK/$name-dp2pp2-zero1-shm" > "$WORK/$name-dp2pp2zs.log"
+  local shm=()
+  if $SHARED_MEMORY_EXCHANGE; then
+    trellis_run 4 "$@" --parallel.pp=2 --parallel.zero=1 --parallel.grad_exchange=shared_memory --run.dir="$WORK/$name-dp2pp2-zero1-shm" > "$WORK/$name-dp2pp2zs.log"
+    shm=("$WORK/$name-dp2pp2-zero1-shm")
+  fi
   trellis_run 4 "$@" --parallel.tp=2 --parallel.pp=2 --train.micro_batch=2 --parallel.overlap=false --run.dir="$WORK/$name-tp2pp2" > "$WORK/$name-tp2pp2.log"
   trellis_run 8 "$@" --parallel.tp=2 --parallel.pp=2 --train.micro_batch=2 --parallel.zero=1 --run.dir="$WORK/$name-dp2tp2pp2" > "$WORK/$name-dp2tp2pp2.log"
   compare "$WORK/$name-1" "$WORK/$name-dp4" "$WORK/$name-tp4" "$WORK/$name-pp4" \
     "$WORK/$name-pp4-gpipe" "$WORK/$name-dp2tp2" "$WORK/$name-dp2pp2" "$WORK/$name-dp2pp2-zero1" \
-    "$WORK/$name-dp2pp2-zero1-shm" "$WORK/$name-tp2pp2" "$WORK/$name-dp2tp2pp2"
+    "${shm[@]}" "$WORK/$name-tp2pp2" "$WORK/$name-dp2tp2pp2"
 }
 
 # MLP 784-64-32-16-10: 4 pipeline units (one per Linear), widths divisible by 4.

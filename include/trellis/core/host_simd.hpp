@@ -8,9 +8,8 @@
 // Trellis runs one rank per core, so the host body needs no threads of its own.
 #pragma once
 
+#include "trellis/core/code_path.hpp"
 #include "trellis/core/kokkos_types.hpp"
-
-#include <type_traits>
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
 #define TRELLIS_HOST_CLONES \
@@ -23,9 +22,6 @@
 #endif
 
 namespace trellis {
-
-inline constexpr bool kHostMemory = std::is_same_v<MemSpace, Kokkos::HostSpace>;
-
 // sum_j term(j) for j in [0, n) in 16 interleaved partial sums (lane l adds terms l, l + 16,
 // ...), then the partial sums pairwise: a float reduction GCC can vectorise without
 // -ffast-math, because the order of additions is written out. Deterministic; it differs from

@@ -107,14 +107,15 @@ bool TrainingModel::use_shared_exchange(const ParallelConfig& parallel, const Pr
              : "parallel.grad_dtype = " + std::string(precision_name(parallel.grad_dtype))) +
         " needs communicator (or auto)");
   if (mode == "communicator" || dp.size() == 1 || compressed) return false;
-  const bool host_mpi = kHostMemory && grid.backend() == CommBackend::mpi;
+  // The portable build exchanges through the communicator, as a device build does.
+  const bool host_mpi = kHostKernels && grid.backend() == CommBackend::mpi;
   const bool one_node = NodeSharedWindow::on_one_node(dp);  // collective: ask on every path
   if (mode == "shared_memory" && !(host_mpi && one_node))
     throw ConfigError(
-        "parallel.grad_exchange = shared_memory needs a host-memory build, "
+        "parallel.grad_exchange = shared_memory needs a host build (not CUDA or portable), "
         "parallel.backend = mpi and every data-parallel rank on one node; this "
         "run has " +
-        std::string(kHostMemory ? "host" : "device") + " memory, backend " +
+        std::string(kHostKernels ? "a host" : "a device or portable") + " build, backend " +
         (grid.backend() == CommBackend::mpi ? "mpi" : "nccl") + ", dp group " +
         (one_node ? "on one node" : "spread over nodes") + " (use communicator or auto)");
   return host_mpi && one_node;

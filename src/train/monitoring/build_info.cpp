@@ -1,5 +1,6 @@
 #include "trellis/train/monitoring/build_info.hpp"
 
+#include "trellis/core/code_path.hpp"
 #include "trellis/core/cpu_features.hpp"
 #include "trellis/kernels/gemm_half.hpp"
 #include "trellis/kernels/host_threads.hpp"
@@ -58,7 +59,8 @@ std::string build_summary() {
   out << "  options: TRELLIS_ENABLE_CUDA=" << on_off(built_with("cuda"))
       << " TRELLIS_ENABLE_NCCL=" << on_off(built_with("nccl"))
       << " TRELLIS_ENABLE_CUDNN=" << on_off(built_with("cudnn"))
-      << " TRELLIS_ENABLE_ONEDNN=" << on_off(built_with("onednn")) << "\n";
+      << " TRELLIS_ENABLE_ONEDNN=" << on_off(built_with("onednn"))
+      << " TRELLIS_PORTABLE_KERNELS=" << on_off(TRELLIS_PORTABLE_KERNELS) << "\n";
   out << "  kokkos " << KOKKOS_VERSION / 10000 << "." << KOKKOS_VERSION / 100 % 100 << "."
       << KOKKOS_VERSION % 100 << ", execution space " << Kokkos::DefaultExecutionSpace::name()
       << ", concurrency " << Kokkos::DefaultExecutionSpace().concurrency() << "\n";

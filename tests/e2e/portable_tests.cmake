@@ -1,0 +1,11 @@
+# The end-to-end scripts of the portable build: every layout against the single-rank run, so
+# the device bodies of the kernels and the communicator exchange (not node shared memory) are
+# checked through whole training runs.
+set(E2E ${CMAKE_CURRENT_SOURCE_DIR}/e2e)
+trellis_add_e2e_test(NAME prepare_data SCRIPT ${E2E}/prepare_data.sh TIMEOUT 300)
+set_tests_properties(e2e.prepare_data PROPERTIES FIXTURES_SETUP fashion_data)
+foreach(name dp_equivalence parallel_equivalence cnn_equivalence mixed_precision)
+  trellis_add_e2e_test(NAME ${name} SCRIPT ${E2E}/${name}.sh)
+  set_tests_properties(e2e.${name} PROPERTIES FIXTURES_REQUIRED fashion_data)
+endforeach()
+trellis_add_e2e_test(NAME gpt_equivalence SCRIPT ${E2E}/gpt_equivalence.sh)
