@@ -26,7 +26,7 @@ TRELLIS_VENV ?= /opt/trellis-venv
 # tests: $(shell ...) and $(...) would test the pipe they read from.
 DEMO_PROGRESS = progress=lines; if test -t 1; then progress=bar; fi;
 
-.PHONY: all deps configure build build-portable test demo demo-cnn demo-gpt bench tensorboard clean
+.PHONY: all deps configure build build-portable bundle test demo demo-cnn demo-gpt bench tensorboard clean
 
 all: build
 
@@ -54,6 +54,12 @@ build-portable: configure
 test: build build-portable
 	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900
 	cd $(PORTABLE_BUILD_DIR) && ctest --output-on-failure --timeout 900 -j $(JOBS)
+
+# One relocatable folder (binaries, test binaries, the libraries a compute node may lack, small
+# data, tools/gpu_check.sh) to copy to a GPU node: see docs/gpu-check.md.
+BUNDLE_DIR ?= $(BUILD_DIR)/bundle
+bundle: build
+	tools/make_bundle.sh $(BUILD_DIR) $(BUNDLE_DIR)
 
 # TensorBoard over every run under runs/ (http://localhost:6006; RUNS=dir for another folder).
 tensorboard: deps

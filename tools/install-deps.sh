@@ -8,7 +8,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config patchelf
   openmpi-bin libopenmpi-dev
   libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev
