@@ -3,7 +3,14 @@
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C CXX)
 find_package(Boost 1.70 REQUIRED COMPONENTS program_options)
-find_package(BLAS REQUIRED)
+# A host BLAS for host builds without oneDNN (sgemm_). CUDA builds run every GEMM on the device
+# and link none: OpenBLAS alone would be a third of a bundle (docs/gpu-check.md).
+if(NOT TRELLIS_ENABLE_CUDA)
+  find_package(BLAS REQUIRED)
+  add_library(trellis::blas INTERFACE IMPORTED)
+  target_link_libraries(trellis::blas INTERFACE BLAS::BLAS)
+  target_compile_definitions(trellis::blas INTERFACE TRELLIS_HOST_BLAS=1)
+endif()
 
 include(TrellisKokkos)
 

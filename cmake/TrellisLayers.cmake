@@ -15,8 +15,11 @@ set(TRELLIS_LAYER_INCLUDE_ROOT ${CMAKE_BINARY_DIR}/include-layers)
 # be the same in every translation unit, or inline functions would differ between layers).
 add_library(trellis_deps INTERFACE)
 target_link_libraries(trellis_deps INTERFACE trellis::kokkos trellis::kokkoskernels MPI::MPI_CXX
-                                             trellis::hdf5 Boost::program_options BLAS::BLAS
+                                             trellis::hdf5 Boost::program_options
                                              Threads::Threads ${CMAKE_DL_LIBS})
+if(TARGET trellis::blas)
+  target_link_libraries(trellis_deps INTERFACE trellis::blas)
+endif()
 if(TRELLIS_ENABLE_CUDA)
   target_link_libraries(trellis_deps INTERFACE trellis::cuda)
 endif()
@@ -71,6 +74,9 @@ if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
 endif()
 
 string(REPLACE ";" " " TRELLIS_BLAS_STRING "${BLAS_LIBRARIES}")
+if(NOT TARGET trellis::blas)
+  set(TRELLIS_BLAS_STRING "none (CUDA build: GEMMs on the device)")
+endif()
 set_source_files_properties(src/train/monitoring/build_info.cpp PROPERTIES COMPILE_DEFINITIONS
   "TRELLIS_COMPILER=\"${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}\";TRELLIS_BLAS=\"${TRELLIS_BLAS_STRING}\";TRELLIS_BUILD_TYPE=\"${CMAKE_BUILD_TYPE}\"")
 

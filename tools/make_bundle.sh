@@ -79,7 +79,7 @@ done
 
 {
   echo "Trellis bundle of $build, made $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname)"
-  "$build/trellis" info 2> /dev/null | sed -n '1,2p'
+  "$build/trellis" info 2> /dev/null | sed -n '1,2p' || true  # (a CUDA build without a GPU cannot start)
   echo
   echo "bin/: ${binaries[*]##*/}"
   echo "lib/ (bundled): ${!bundled[*]}"

@@ -24,6 +24,9 @@
 
 #include <string>
 
+#ifndef TRELLIS_HOST_BLAS
+#define TRELLIS_HOST_BLAS 0
+#endif
 // The Fortran BLAS entry point (as in gemm.cpp), for builds without oneDNN.
 extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
                        const int* k, const float* alpha, const float* a, const int* lda,
@@ -56,6 +59,10 @@ void tile_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                 std::to_string(static_cast<int>(status)) + " for m = " + std::to_string(m) +
                 ", n = " + std::to_string(n) + ", k = " + std::to_string(k));
   }
+#elif !TRELLIS_HOST_BLAS
+  (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda;
+  (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
+  throw Error("flash attention: this build has no host BLAS (CUDA builds run on the device)");
 #else
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
   const char op_a = trans_a ? 'T' : 'N', op_b = trans_b ? 'T' : 'N';

@@ -14,6 +14,9 @@
 #include <string>
 #include <type_traits>
 
+#ifndef TRELLIS_HOST_BLAS
+#define TRELLIS_HOST_BLAS 0
+#endif
 // The Fortran BLAS entry point that every BLAS (OpenBLAS, MKL, BLIS, vendor) provides and that
 // KokkosKernels' host TPL layer calls itself.
 extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
@@ -38,6 +41,12 @@ void host_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, con
                 " for m = " + std::to_string(m) + ", n = " + std::to_string(n) +
                 ", k = " + std::to_string(k));
   }
+}
+#elif !TRELLIS_HOST_BLAS
+// CUDA builds link no host BLAS: their GEMMs run on the device (kHostKernels is false).
+void host_gemm(bool, bool, int, int, int, float, const float*, int, const float*, int, float,
+               float*, int) {
+  throw Error("gemm: this build has no host BLAS (CUDA builds run GEMMs on the device)");
 }
 #else
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the same buffers with the
