@@ -4,6 +4,7 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/core/host_simd.hpp"
+#include "trellis/core/trace.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -51,6 +52,7 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
     buckets_.push_back(bucket);
   }
   requests_.assign(buckets_.size(), CommRequest{});
+  launched_us_.assign(buckets_.size(), -1.0);
   order_.assign(buckets_.size(), 0);
   first_started_ = buckets_.size();
   NodeSharedWindow* shared = options_.shared;
@@ -120,6 +122,7 @@ void GradientSync::start_bucket(std::size_t b, bool gather) {
   const Bucket& bucket = buckets_[b];
   float* grads = store_.grads().data();
   const Precision wire = options_.wire;
+  launched_us_[b] = trace::recording() ? trace::now_us() : -1.0;
   if (gather) {
     requests_[b] = dp_.start_all_gather(shard_params_.data() + bucket.shard_offset,
                                         store_.params().data() + bucket.begin, bucket.piece);
@@ -144,6 +147,9 @@ void GradientSync::start_bucket(std::size_t b, bool gather) {
 }
 
 void GradientSync::retire(std::size_t b) {
+  // From launch to the moment its completion was seen (a wait, or a poll between layers).
+  trace::complete_async("comm", gathering_ ? "parameter all-gather" : "gradient bucket reduction",
+                        launched_us_[b], static_cast<std::int64_t>(b), "bucket");
   if (gathering_ || options_.wire == Precision::fp32) return;
   const Bucket& bucket = buckets_[b];
   if (options_.zero1) {

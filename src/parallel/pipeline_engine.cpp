@@ -2,6 +2,7 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/core/timer.hpp"
+#include "trellis/core/trace.hpp"
 
 #include <string>
 
@@ -47,6 +48,7 @@ void PipelineEngine::exchange(const MicroBatch* send_out, int send_out_k,
   if (last) send_out = recv_grad = nullptr;
   if (first) send_grad = recv_in = nullptr;
   if (!send_out && !send_grad && !recv_in && !recv_grad) return;
+  const trace::Span span("pipeline", "pipeline p2p");
   const auto in_width = static_cast<std::size_t>(m.stage_input_width());
   const auto out_width = static_cast<std::size_t>(m.stage_output_width());
   Stopwatch watch;
@@ -72,6 +74,7 @@ nn::ModelInput PipelineEngine::stage_input(int s, const MicroBatch& mb) const {
 
 void PipelineEngine::forward(int k, const MicroBatch& mb, float scale, StageSums& sums,
                              StageTimes& times) {
+  const trace::Span span("compute", "forward", k, "micro_batch");
   Stopwatch watch;
   const int s = slot(k);
   nn::Model& m = *models_[s];
@@ -87,6 +90,7 @@ void PipelineEngine::forward(int k, const MicroBatch& mb, float scale, StageSums
 }
 
 void PipelineEngine::backward(int k, const MicroBatch& mb, StageTimes& times) {
+  const trace::Span span("compute", "backward", k, "micro_batch");
   Stopwatch watch;
   const int s = slot(k);
   nn::Model& m = *models_[s];

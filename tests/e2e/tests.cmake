@@ -5,7 +5,7 @@ set_tests_properties(e2e.prepare_data PROPERTIES FIXTURES_SETUP fashion_data)
 foreach(name dp_equivalence config_errors fashion_mlp_accuracy parallel_equivalence
              checkpoint_resume fault_handling monitoring mpirun_signals input_pipeline
              mixed_precision pruning quantization disk_full run_directory run_length
-             interrupt launcher)
+             interrupt launcher trace)
   trellis_add_e2e_test(NAME ${name} SCRIPT ${E2E}/${name}.sh)
   set_tests_properties(e2e.${name} PROPERTIES FIXTURES_REQUIRED fashion_data)
 endforeach()

@@ -194,6 +194,7 @@ class GradientSync : public nn::GradReadyListener {
   std::size_t update_size_ = 0;
   std::vector<Bucket> buckets_;
   std::vector<CommRequest> requests_;  // one per bucket, sized once
+  std::vector<double> launched_us_;    // per bucket: trace time of its launch (-1: not traced)
   std::vector<std::size_t> order_;     // buckets in the order they were started, sized once
   std::size_t head_ = 0;               // order_[head_, tail_) may still be in flight
   std::size_t tail_ = 0;

@@ -1,5 +1,7 @@
 #include "trellis/train/faults/watchdog.hpp"
 
+#include "trellis/core/trace.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +58,7 @@ void Watchdog::attach(std::unique_ptr<PeerHeartbeats> heartbeats) {
 void Watchdog::pause() { last_beat_.store(0.0); }
 
 void Watchdog::watch() {
+  trace::name_thread("watchdog");
   std::unique_lock<std::mutex> lock(mutex_);
   // With heartbeats: wake 4 times per timeout, so a record is never older than a quarter of
   // it while this process lives; a peer is called lost after 3 missed records.

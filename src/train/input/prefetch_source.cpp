@@ -1,6 +1,7 @@
 #include "trellis/train/input/prefetch_source.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/trace.hpp"
 
 #include <algorithm>
 
@@ -58,6 +59,7 @@ void yield_to_the_step() {
 }  // namespace
 
 void PrefetchingTrainSource::loader_loop() {
+  trace::name_thread("loader");
   yield_to_the_step();
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
@@ -72,6 +74,7 @@ void PrefetchingTrainSource::loader_loop() {
     lock.unlock();
     // The slot past the filled range belongs to this thread until it is counted in.
     try {
+      const trace::Span span("io", "read batch", slot.key.global_step + 1, "step");
       slot.error = nullptr;
       slot.part =
           inner_->load(slot.key.epoch, slot.key.step_in_epoch, slot.key.global_step, slot.buffers);

@@ -4,6 +4,7 @@
 #include "trellis/core/error.hpp"
 #include "trellis/core/format.hpp"
 #include "trellis/core/timer.hpp"
+#include "trellis/core/trace.hpp"
 #include "trellis/optim/clip.hpp"
 
 #include <algorithm>
@@ -67,6 +68,8 @@ struct StepRunner::BatchSums {
 };
 
 StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
+  // Spans over the same stretches as the phase times of the record (docs/monitoring.md).
+  trace::Span step_span("step", "step", completed_ + 1, "step");
   Stopwatch whole;
   StepRecord record;
   record.epoch = epoch;
@@ -74,16 +77,23 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
   record.lr = model_.schedule().lr(completed_);
 
   Stopwatch phase;
+  trace::Span data_span("io", "data");
   const LocalPart part = data_.load(epoch, step_in_epoch, completed_, buffers_);
   buffers_.upload(part.samples);
   record.times.data += phase.fenced_seconds();
+  data_span.end();
 
   faults_.before_step(record.step);
+  trace::Span compute_span("compute", "forward + backward");
   BatchSums sums = forward_backward(part, record);
+  compute_span.end();
   phase.restart();
+  trace::Span reduce_span("comm", "gradient reduction (exposed)");
   reduce_gradients(sums);
   record.times.comm += phase.seconds();
+  reduce_span.end();
 
+  const trace::Span optimizer_span("optimizer", "optimizer");
   phase.restart();
   record.loss_sum = sums.loss_sum;
   record.correct = sums.correct;

@@ -1,6 +1,7 @@
 #include "trellis/train/loop/trainer.hpp"
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/format.hpp"
+#include "trellis/core/trace.hpp"
 
 #include "trellis/comm/agreement.hpp"
 #include "trellis/comm/error_policy.hpp"
@@ -15,6 +16,7 @@
 #include "trellis/train/monitoring/jsonl_sink.hpp"
 #include "trellis/train/monitoring/progress.hpp"
 #include "trellis/train/monitoring/tensorboard_sink.hpp"
+#include "trellis/train/monitoring/trace_writer.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -288,6 +290,7 @@ void Trainer::report_sparsity() {
 }
 
 void Trainer::checkpoint() {
+  const trace::Span span("io", "checkpoint");
   watchdog_->beat("checkpoint", step());
   metrics_->before_message();
   Stopwatch watch;
@@ -300,6 +303,7 @@ void Trainer::checkpoint() {
 }
 
 EvalResult Trainer::evaluate(std::int64_t epoch) {
+  const trace::Span span("eval", "evaluation");
   Stopwatch watch;
   ReadingPaused paused(*train_data_);
   const EvalResult result = evaluate_model(model_->engine(), *test_data_, *buffers_,
@@ -319,10 +323,12 @@ ExitCode Trainer::train() {
   auto finished_early = [&] {
     return decision.stop != StopReason::none || finish_reason != "completed";
   };
+  TraceWindow trace(config_.monitor, *grid_, step());
   for (std::int64_t epoch = step() / per_epoch; step() < total_steps_ && !finished_early();
        ++epoch) {
     for (std::int64_t s = step() % per_epoch;
          s < per_epoch && step() < total_steps_ && !finished_early(); ++s) {
+      trace.before_step(step() + 1);
       watchdog_->beat("step", step());
       const StepRecord record = runner_->run(epoch, s);
       metrics_->step(record, runner_->skipped());
@@ -344,6 +350,7 @@ ExitCode Trainer::train() {
       if (checkpointed_step_ != step()) checkpoint();
     }
   }
+  trace.finish();
   watchdog_->pause();
   metrics_->before_message();
   if (decision.stop != StopReason::none) {

@@ -49,7 +49,9 @@ struct CheckpointConfig {
 
 // monitor.*: the device peak MFU is measured against.
 struct MonitorConfig {
-  double peak_tflops = 0;  // 0: known GPU peak or measured SGEMM
+  double peak_tflops = 0;   // 0: known GPU peak or measured SGEMM
+  std::string trace;        // Chrome trace / Perfetto JSON file or directory; "" = none
+  std::string trace_steps;  // "first:last" optimizer steps to record
 };
 
 // cost.*: what a device-hour costs, for the cost figures.
