@@ -120,7 +120,8 @@ const std::vector<ConfigEntry>& config_table() {
           int_list, FIELD(model.block_widths), 1, 1 << 24),
       KEY("model.sync_bn", "true", "cnn: BatchNorm statistics over all data-parallel ranks",
           boolean, FIELD(model.sync_bn)),
-      KEY("model.n_layer", "4", "gpt: transformer blocks", integer, FIELD(model.n_layer), 1),
+      KEY("model.n_layer", "4", "gpt: transformer blocks", integer, FIELD(model.n_layer), 1,
+          1 << 20),  // n_layer + 2 pipeline units stay an int
       KEY("model.n_head", "4", "gpt: attention heads (divides model.d_model)", integer,
           FIELD(model.n_head), 1),
       KEY("model.d_model", "128", "gpt: embedding width", integer, FIELD(model.d_model), 1),

@@ -242,13 +242,19 @@ TEST_CASE("the memory estimate names the key behind an absurd size", "[config][m
   tokens.seq_len = 128;
   const std::string wide = error_of([&] {
     TrainConfig c = parse({"--model.type=gpt", "--model.d_model=2147483644", "--model.n_head=4",
-                           "--model.n_layer=2147483647"});
+                           "--model.n_layer=1048576"});
     c.resolve_batch(1);
     c.resolve_vocab(256);
     trellis::check_memory_estimate(c, tokens, 1, 1, std::int64_t{1} << 62);
   });
   CHECK(contains(wide, "64-bit"));
   CHECK(contains(wide, "model."));
+  // More blocks than an int counts pipeline units (n_layer + 2) for: refused by the table. (A
+  // Debug build found it: INT_MAX + 2 units overflowed before the estimate could object.)
+  const std::string deep =
+      error_of([&] { parse({"--model.type=gpt", "--model.n_layer=2147483647"}); });
+  CHECK(contains(deep, "model.n_layer"));
+  CHECK(contains(deep, "1048576"));
   CHECK(trellis::available_memory_bytes() > 0);
 }
 
