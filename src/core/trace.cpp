@@ -68,8 +68,8 @@ void set_epoch() {
 }
 
 double now_us() {
-  const std::int64_t ns = Clock::now().time_since_epoch().count() -
-                          registry().epoch_ns.load(std::memory_order_relaxed);
+  const std::int64_t ns =
+      Clock::now().time_since_epoch().count() - registry().epoch_ns.load(std::memory_order_relaxed);
   return static_cast<double>(ns) * 1e-3;
 }
 

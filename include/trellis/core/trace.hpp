@@ -17,7 +17,7 @@ namespace trellis::trace {
 struct Event {
   const char* category;  // e.g. "step", "compute", "comm", "io"
   const char* name;
-  double begin_us;        // since the epoch (set_epoch)
+  double begin_us;  // since the epoch (set_epoch)
   double duration_us;
   std::int64_t arg;       // micro-batch, bucket or step index; -1: none
   const char* arg_name;   // what arg is ("micro_batch", "bucket", "step"), or nullptr

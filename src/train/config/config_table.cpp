@@ -324,8 +324,8 @@ const std::vector<ConfigEntry>& config_table() {
           "peak TFLOP/s of one device for MFU; 0: the data-sheet peak of a known GPU, or an "
           "SGEMM measured at start-up on CPUs",
           real, FIELD(monitor.peak_tflops), 0.0, 1e9),
-      KEY("monitor.trace", "", "timeline of every rank (Perfetto JSON): a file, or a directory "
-          "for trace.json; empty: none", text, FIELD(monitor.trace), /*allow_empty=*/true),
+      KEY("monitor.trace", "", "rank timelines (Perfetto JSON): a file, or a dir; empty: none",
+          text, FIELD(monitor.trace), /*allow_empty=*/true),
       KEY("monitor.trace_steps", "3:5", "first:last, the optimizer steps monitor.trace records",
           text, FIELD(monitor.trace_steps), /*allow_empty=*/false),
       KEY("cost.price_per_device_hour", "0", "on-demand price of one device (GPU) for one hour",

@@ -29,9 +29,8 @@ std::string escaped(const std::string& text) {
 std::string rank_events(int rank, const GridCoords& coords) {
   std::ostringstream out;
   char number[64];
-  out << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << rank
-      << ",\"args\":{\"name\":\"rank " << rank << " (dp " << coords.dp << ", tp " << coords.tp
-      << ", pp " << coords.pp << ")\"}},"
+  out << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << rank << ",\"args\":{\"name\":\"rank "
+      << rank << " (dp " << coords.dp << ", tp " << coords.tp << ", pp " << coords.pp << ")\"}},"
       << "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" << rank
       << ",\"args\":{\"sort_index\":" << rank << "}}";
   const std::vector<std::string> names = trace::thread_names();
@@ -47,8 +46,7 @@ std::string rank_events(int rank, const GridCoords& coords) {
                              ",\"tid\":" + std::to_string(e.thread);
     // Microseconds with nanosecond digits: spans of a few microseconds keep their order.
     if (e.async_id == 0) {
-      std::snprintf(number, sizeof number, "\"ts\":%.3f,\"dur\":%.3f", e.begin_us,
-                    e.duration_us);
+      std::snprintf(number, sizeof number, "\"ts\":%.3f,\"dur\":%.3f", e.begin_us, e.duration_us);
       out << ",{\"ph\":\"X\"," << head << "," << number;
       args(e);
       out << "}";
@@ -137,8 +135,8 @@ void TraceWindow::write() {
     }
     all.resize(total);
   }
-  TRELLIS_MPI(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(),
-                          offsets.data(), MPI_CHAR, 0, world));
+  TRELLIS_MPI(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                          MPI_CHAR, 0, world));
   if (grid_.rank() != 0) return;
   std::string json = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
   bool first = true;

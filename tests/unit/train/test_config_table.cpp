@@ -251,8 +251,9 @@ TEST_CASE("the memory estimate names the key behind an absurd size", "[config][m
   CHECK(contains(wide, "model."));
   // More blocks than an int counts pipeline units (n_layer + 2) for: refused by the table. (A
   // Debug build found it: INT_MAX + 2 units overflowed before the estimate could object.)
-  const std::string deep =
-      error_of([&] { parse({"--model.type=gpt", "--model.n_layer=2147483647"}); });
+  const std::string deep = error_of([&] {
+    parse({"--model.type=gpt", "--model.n_layer=2147483647"});
+  });
   CHECK(contains(deep, "model.n_layer"));
   CHECK(contains(deep, "1048576"));
   CHECK(trellis::available_memory_bytes() > 0);
