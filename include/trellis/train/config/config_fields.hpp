@@ -127,4 +127,9 @@ FieldBinding named(const char* key, FieldAccess<T> access,
   return b;
 }
 
+// Keys with a syntax of their own (special_fields.cpp).
+FieldBinding fault_injection(const char* key);    // rank:step:kind, or empty
+FieldBinding loss_scale(const char* key);         // auto | dynamic | none | a positive number
+FieldBinding pipeline_schedule(const char* key);  // a PipelineSchedule name
+
 }  // namespace trellis
