@@ -31,15 +31,16 @@ void Int8Chain::add(std::unique_ptr<nn::Layer> int8_layer) {
   owned_.push_back(std::move(int8_layer));
 }
 
-Int8Mlp::Int8Mlp(nn::Mlp& mlp, const nn::ParameterStore& store,
+// The store is in the converters' common signature (int8_converter); these layers read their
+// parameters through the fp32 layers they replace.
+Int8Mlp::Int8Mlp(nn::Mlp& mlp, const nn::ParameterStore& /*store*/,
                  const std::vector<Int8Layer>& layers, const Int8Options& options)
     : Int8Chain(mlp) {
   Int8LayerTable table(layers);
   for (std::size_t i = 0; i < mlp.num_layers(); ++i) {
     nn::Layer& layer = mlp.layer(i);
     if (const auto* linear = dynamic_cast<const nn::Linear*>(&layer))
-      add(std::make_unique<Int8LinearLayer>(table.take(linear->name()), *linear, store,
-                                            options.backend));
+      add(std::make_unique<Int8LinearLayer>(table.take(linear->name()), *linear, options.backend));
     else
       add(layer);
   }
@@ -70,7 +71,7 @@ std::size_t add_stem(const nn::Cnn& cnn, std::size_t i, Int8LayerTable& table,
 
 }  // namespace
 
-Int8Cnn::Int8Cnn(nn::Cnn& cnn, const nn::ParameterStore& store,
+Int8Cnn::Int8Cnn(nn::Cnn& cnn, const nn::ParameterStore& /*store*/,
                  const std::vector<Int8Layer>& layers, const Int8Options& options)
     : Int8Chain(cnn) {
   Int8LayerTable table(layers);
@@ -93,8 +94,7 @@ Int8Cnn::Int8Cnn(nn::Cnn& cnn, const nn::ParameterStore& store,
       add(std::move(last));
     } else if (const auto* linear = dynamic_cast<const nn::Linear*>(&layer)) {
       // The classifier reads pooled features: no layout of its own.
-      add(std::make_unique<Int8LinearLayer>(table.take(linear->name()), *linear, store,
-                                            options.backend));
+      add(std::make_unique<Int8LinearLayer>(table.take(linear->name()), *linear, options.backend));
     } else {
       throw Error("int8 cnn: layer '" + layer.name() + "' has no int8 form");
     }

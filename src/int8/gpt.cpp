@@ -1,7 +1,6 @@
 #include "trellis/int8/gpt.hpp"
 
 #include "trellis/core/error.hpp"
-#include "trellis/kernels/layernorm.hpp"
 
 namespace trellis::int8 {
 
@@ -11,6 +10,12 @@ nn::Gpt& whole_model(nn::Gpt& gpt) {
   if (gpt.spec().tp.active())
     throw Error("int8: " + gpt.describe() +
                 " is split over tensor-parallel ranks; int8 inference takes the whole model");
+  const nn::GptSpec& spec = gpt.spec();
+  if (spec.positions == nn::Positions::rope || spec.mlp == nn::MlpKind::swiglu ||
+      (spec.n_kv_head > 0 && spec.n_kv_head != spec.n_head))
+    throw Error("int8: " + gpt.describe() +
+                " has no int8 form yet (rotary positions, SwiGLU and grouped-query attention "
+                "run in fp32 or bf16 only)");
   return gpt;
 }
 
@@ -40,8 +45,8 @@ ConstMatrix Int8Gpt::forward(const nn::ModelInput& input, int n, const nn::StepC
   nn::StepContext row_ctx = ctx;  // layers count token rows
   row_ctx.first_sample = ctx.first_sample * T;
   gpt_.wte().forward(input.tokens, rows, row_ctx);
-  gpt_.wpe().forward(gpt_.wte().output(), rows, row_ctx);
-  gpt_.drop().forward(gpt_.wpe().output(), rows, row_ctx);
+  gpt_.wpe()->forward(gpt_.wte().output(), rows, row_ctx);
+  gpt_.drop().forward(gpt_.wpe()->output(), rows, row_ctx);
   ConstMatrix x = gpt_.drop().output();
   for (auto& block : blocks_) {
     block->forward(x, rows, row_ctx);
@@ -49,10 +54,7 @@ ConstMatrix Int8Gpt::forward(const nn::ModelInput& input, int n, const nn::StepC
   }
   nn::LayerNorm& ln_f = gpt_.ln_f();
   if (chained_) {  // ln_f writes its output quantized for the head
-    kernels::layernorm_forward_quantized(kernels::first_rows(x, rows),
-                                         store_.param_vector(ln_f.weight_index()),
-                                         store_.param_vector(ln_f.bias_index()), ln_f.eps(),
-                                         head_->input_quantization(), head_->quantized_input());
+    ln_f.forward_quantized(x, rows, head_->input_quantization(), head_->quantized_input());
     head_->forward_quantized_input(rows);
   } else {
     ln_f.forward(x, rows, row_ctx);

@@ -33,12 +33,11 @@ const nn::TiedHead& unsplit(const nn::TiedHead& head) {
 }  // namespace
 
 Int8LinearLayer::Int8LinearLayer(const Int8Layer& q, const nn::Linear& linear,
-                                 const nn::ParameterStore& store, kernels::Int8Backend backend)
+                                 kernels::Int8Backend backend)
     : Layer(unsplit(linear).name(), linear.in_features(), linear.out_features(), linear.capacity(),
             InferenceOnly{}),
-      kernel_(make_int8_linear(q, linear.in_features(), linear.out_features(),
-                               store.param_vector(linear.bias_index()), linear.activation(),
-                               backend)),
+      kernel_(make_int8_linear(q, linear.in_features(), linear.out_features(), linear.bias_vector(),
+                               linear.activation(), backend)),
       xq_(input_bytes(*this)) {}
 
 Int8LinearLayer::Int8LinearLayer(const Int8Layer& q, const nn::TiedHead& head,

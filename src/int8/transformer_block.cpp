@@ -1,7 +1,6 @@
 #include "trellis/int8/transformer_block.hpp"
 
 #include "trellis/core/error.hpp"
-#include "trellis/kernels/layernorm.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 
 #include <algorithm>
@@ -37,7 +36,7 @@ Int8TransformerBlock::Projection Int8TransformerBlock::projection(
   Projection p;
   p.kernel =
       make_int8_linear(layers.take(linear.name()), linear.in_features(), linear.out_features(),
-                       store_.param_vector(linear.bias_index()), activation, options.backend);
+                       linear.bias_vector(), activation, options.backend);
   p.input = kernels::ByteView(
       "trellis::int8::" + linear.name() + ".xq",
       static_cast<std::size_t>(capacity()) * static_cast<std::size_t>(linear.in_features()));
@@ -87,9 +86,7 @@ void Int8TransformerBlock::forward(ConstMatrix input, int n, const nn::StepConte
 
 void Int8TransformerBlock::layernorm_into(const nn::LayerNorm& ln, ConstMatrix x, int rows,
                                           const Projection& to) {
-  kernels::layernorm_forward_quantized(
-      kernels::first_rows(x, rows), store_.param_vector(ln.weight_index()),
-      store_.param_vector(ln.bias_index()), ln.eps(), to.kernel->input(), to.input);
+  ln.forward_quantized(x, rows, to.kernel->input(), to.input);
 }
 
 ConstMatrix Int8TransformerBlock::attend(int rows) {

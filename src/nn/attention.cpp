@@ -3,9 +3,11 @@
 #include "trellis/core/error.hpp"
 #include "trellis/core/rng.hpp"
 #include "trellis/kernels/flash_attention.hpp"
+#include "trellis/kernels/rope.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 
 #include <cmath>
+#include <optional>
 #include <string>
 
 namespace trellis::nn {
@@ -13,24 +15,38 @@ namespace trellis::nn {
 namespace {
 
 // Validates the arguments before anything is registered; returns d_model.
-int checked_d_model(const std::string& name, int d_model, int n_head, int seq_len,
-                    int capacity_rows, float dropout, const TensorParallel& tp) {
+int checked_d_model(const std::string& name, const BlockSpec& spec, int capacity_rows,
+                    const TensorParallel& tp) {
+  const int d_model = spec.d_model, n_head = spec.n_head, kv = spec.kv_heads();
   if (d_model <= 0 || n_head <= 0 || d_model % n_head != 0) {
     throw ConfigError("attention \"" + name + "\": d_model (" + std::to_string(d_model) +
                       ") must be a positive multiple of n_head (" + std::to_string(n_head) + ")");
   }
-  if (seq_len <= 0 || capacity_rows <= 0 || capacity_rows % seq_len != 0) {
-    throw ConfigError("attention \"" + name + "\": capacity (" + std::to_string(capacity_rows) +
-                      " rows) must be a positive multiple of seq_len (" + std::to_string(seq_len) +
-                      ")");
+  if (kv <= 0 || n_head % kv != 0) {
+    throw ConfigError("attention \"" + name + "\": model.n_kv_head (" + std::to_string(kv) +
+                      ") must divide model.n_head (" + std::to_string(n_head) + ")");
   }
-  if (n_head % tp.size() != 0) {
-    throw ConfigError("attention \"" + name + "\": n_head (" + std::to_string(n_head) +
+  if (spec.seq_len <= 0 || capacity_rows <= 0 || capacity_rows % spec.seq_len != 0) {
+    throw ConfigError("attention \"" + name + "\": capacity (" + std::to_string(capacity_rows) +
+                      " rows) must be a positive multiple of seq_len (" +
+                      std::to_string(spec.seq_len) + ")");
+  }
+  if (n_head % tp.size() != 0 || kv % tp.size() != 0) {
+    throw ConfigError("attention \"" + name + "\": model.n_head (" + std::to_string(n_head) +
+                      ") and model.n_kv_head (" + std::to_string(kv) +
                       ") must be divisible by parallel.tp (" + std::to_string(tp.size()) + ")");
   }
-  if (!(dropout >= 0.0f && dropout < 1.0f)) {
+  if (!(spec.dropout >= 0.0f && spec.dropout < 1.0f)) {
     throw ConfigError("attention \"" + name + "\": dropout must be in [0, 1), got " +
-                      std::to_string(dropout));
+                      std::to_string(spec.dropout));
+  }
+  const int head_dim = d_model / n_head;
+  if (spec.rope != nullptr &&
+      (spec.rope->head_dim != head_dim || spec.rope->positions < spec.seq_len)) {
+    throw ConfigError("attention \"" + name + "\": rotary tables for head_dim " +
+                      std::to_string(spec.rope->head_dim) + " and " +
+                      std::to_string(spec.rope->positions) + " positions, need " +
+                      std::to_string(head_dim) + " and " + std::to_string(spec.seq_len));
   }
   return d_model;
 }
@@ -42,23 +58,26 @@ FloatView buffer(const std::string& layer, const char* what, std::size_t size) {
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::string& name,
-                                         int d_model, int n_head, int seq_len, int capacity_rows,
-                                         float dropout, const TransformerInit& init,
-                                         TensorParallel tp)
-    : Layer(name, checked_d_model(name, d_model, n_head, seq_len, capacity_rows, dropout, tp),
-            d_model, capacity_rows),
-      // Heads split over tp: c_attn's q, k and v blocks each give this rank its heads' rows.
-      c_attn_(store, name + ".c_attn", d_model, 3 * d_model, capacity_rows,
-              InitSpec::normal(init.std), InitSpec::zeros(), Split::column, tp, 3),
-      c_proj_(store, name + ".c_proj", d_model, d_model, capacity_rows,
-              InitSpec::normal(init.proj_std), InitSpec::zeros(), Split::row, tp),
-      d_(d_model / tp.size()),
-      n_head_(n_head / tp.size()),
-      logical_heads_(n_head),
-      head_offset_(tp.rank() * (n_head / tp.size())),
-      head_dim_(d_model / n_head),
-      seq_len_(seq_len),
-      p_(dropout),
+                                         const BlockSpec& spec, int capacity_rows,
+                                         const TransformerInit& init, TensorParallel tp)
+    : Layer(name, checked_d_model(name, spec, capacity_rows, tp), spec.d_model, capacity_rows),
+      // Heads split over tp. Multi-head: c_attn's q, k and v blocks each give this rank its
+      // heads' rows (3 sections); grouped: its whole kv groups, one equal piece.
+      c_attn_(store, name + ".c_attn", spec.d_model,
+              (spec.n_head + 2 * spec.kv_heads()) * (spec.d_model / spec.n_head), capacity_rows,
+              InitSpec::normal(init.std), spec.linear_bias_init(), Split::column, tp,
+              spec.kv_heads() == spec.n_head ? 3 : 1),
+      c_proj_(store, name + ".c_proj", spec.d_model, spec.d_model, capacity_rows,
+              InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp),
+      d_(spec.d_model / tp.size()),
+      n_head_(spec.n_head / tp.size()),
+      layout_{spec.n_head / tp.size(), spec.kv_heads() / tp.size(), spec.d_model / spec.n_head},
+      rope_(spec.rope),
+      logical_heads_(spec.n_head),
+      head_offset_(tp.rank() * (spec.n_head / tp.size())),
+      head_dim_(spec.d_model / spec.n_head),
+      seq_len_(spec.seq_len),
+      p_(spec.dropout),
       attn_stream_(stream_from_name(name + ".attn_dropout")),
       resid_stream_(stream_from_name(name + ".resid_dropout")) {
   const auto cap = static_cast<std::size_t>(capacity_rows);
@@ -67,8 +86,8 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
   yr_ = buffer(name, "yr", rows_d);
   lse_ = buffer(name, "lse", per_head_row);
   delta_ = buffer(name, "delta", per_head_row);
-  dz_ = buffer(name, "dz", cap * static_cast<std::size_t>(d_model));  // whole width
-  dqkv_ = buffer(name, "dqkv", 3 * rows_d);
+  dz_ = buffer(name, "dz", cap * static_cast<std::size_t>(spec.d_model));  // whole width
+  dqkv_ = buffer(name, "dqkv", cap * static_cast<std::size_t>(layout_.width()));
 }
 
 void CausalSelfAttention::forward(ConstMatrix input, int n, const StepContext& ctx) {
@@ -96,8 +115,14 @@ void CausalSelfAttention::forward(ConstMatrix input, int n, const StepContext& c
   }
   last_rows_ = n;
   c_attn_.forward(x, n, ctx);
-  const ConstMatrix qkv = kernels::first_rows(c_attn_.output(), n);  // [n, 3d]
-  const Matrix yr = as_matrix(yr_, n, d_);                           // [n, d]
+  const ConstMatrix qkv = kernels::first_rows(c_attn_.output(), n);  // [n, layout_.width()]
+  if (rope_ != nullptr) {
+    // In place on c_attn's output: this layer owns c_attn, and nothing else reads that buffer
+    // (c_attn's backward needs its input, not its output), so no second [n, width] buffer.
+    const Matrix turned(const_cast<float*>(qkv.data()), qkv.extent(0), qkv.extent(1));
+    kernels::rope_forward(turned, layout_, seq_len_, 0, rope_->cos, rope_->sin);
+  }
+  const Matrix yr = as_matrix(yr_, n, d_);  // [n, d]
   kernels::flash_attention_forward(qkv, shape(), yr, lse_rows(n), active_attn_mask());
 
   c_proj_.forward(yr, n, ctx);
@@ -120,10 +145,11 @@ void CausalSelfAttention::backward(ConstMatrix output_grad, int n) {
   c_proj_.backward(dz, n);
   const ConstMatrix dyr = kernels::first_rows(c_proj_.input_grad(), n);  // [n, d]
   const ConstMatrix qkv = kernels::first_rows(c_attn_.output(), n);
-  const Matrix dqkv = as_matrix(dqkv_, n, 3 * d_);
+  const Matrix dqkv = as_matrix(dqkv_, n, static_cast<int>(layout_.width()));
   kernels::flash_attention_backward(qkv, as_matrix(yr_, n, d_), dyr, lse_rows(n), shape(),
                                     kernels::Vector(delta_.data(), lse_rows(n).extent(0)), dqkv,
                                     active_attn_mask());
+  if (rope_ != nullptr) kernels::rope_backward(dqkv, layout_, seq_len_, 0, rope_->cos, rope_->sin);
   c_attn_.backward(dqkv, n);
   kernels::copy(kernels::flat(kernels::first_rows(c_attn_.input_grad(), n)),
                 kernels::flat(input_grad_rows(n)));
@@ -135,6 +161,10 @@ std::int64_t CausalSelfAttention::flops_per_sample() const {
 }
 
 kernels::FlashAttentionShape CausalSelfAttention::shape() const {
+  if (layout_.grouped())
+    throw ConfigError("attention \"" + name() +
+                      "\": model.n_kv_head < model.n_head needs the "
+                      "grouped-query flash kernels");
   return kernels::FlashAttentionShape{n_head_, seq_len_};
 }
 

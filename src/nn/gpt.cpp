@@ -27,6 +27,20 @@ void validate(const GptSpec& spec) {
   if (!(spec.dropout >= 0.0f && spec.dropout < 1.0f)) {
     throw ConfigError("gpt: model.dropout must be in [0, 1), got " + std::to_string(spec.dropout));
   }
+  const int kv = spec.n_kv_head > 0 ? spec.n_kv_head : spec.n_head;
+  if (spec.n_kv_head < 0 || spec.n_head % kv != 0)
+    throw ConfigError("gpt: model.n_kv_head (" + std::to_string(spec.n_kv_head) +
+                      ") must divide model.n_head (" + std::to_string(spec.n_head) + ")");
+  if (spec.d_ff < 0)
+    throw ConfigError("gpt: model.d_ff must be >= 0 (0: 4 d_model), got " +
+                      std::to_string(spec.d_ff));
+  if (spec.positions == Positions::rope && (spec.d_model / spec.n_head) % 2 != 0)
+    throw ConfigError(
+        "gpt: rotary positions need an even head dimension, model.d_model / "
+        "model.n_head = " +
+        std::to_string(spec.d_model / spec.n_head));
+  if (!(spec.norm_eps > 0.0f))
+    throw ConfigError("gpt: model.norm_eps must be positive, got " + std::to_string(spec.norm_eps));
   positive(spec.capacity, "capacity (sequences per call)");
   const int units = spec.n_layer + 2;
   const int end = spec.stage.end_unit < 0 ? units : spec.stage.end_unit;
@@ -57,36 +71,52 @@ Gpt::Gpt(const GptSpec& spec, ParameterStore& store, const std::string& prefix)
   const int rows = spec.capacity * spec.seq_len;
   const TensorParallel tp = spec.tp;
   const InitSpec table_init = InitSpec::normal(0.02);
+  if (tp.active() && spec.vocab % tp.size() != 0)
+    throw ConfigError("gpt: model.vocab " + std::to_string(spec.vocab) +
+                      " is not divisible by parallel.tp = " + std::to_string(tp.size()));
   // Registration in forward order; the token table comes first on every stage that holds it
   // (as the embedding, or as the head's tied copy), so its gradient is the last to be final.
   if (first_stage()) {
     wte_ = std::make_unique<Embedding>(store, prefix + "wte", spec.vocab, spec.d_model, rows,
                                        table_init, tp);
     wte_index_ = wte_->weight_index();
-    wpe_ = std::make_unique<PositionalEmbedding>(store, prefix + "wpe", spec.seq_len, spec.d_model,
-                                                 rows);
-    wpe_offset_ = store.info(wpe_->weight_index()).offset;
+    if (spec.positions == Positions::learned) {
+      wpe_ = std::make_unique<PositionalEmbedding>(store, prefix + "wpe", spec.seq_len,
+                                                   spec.d_model, rows);
+      wpe_offset_ = store.info(wpe_->weight_index()).offset;
+    }
     drop_ = std::make_unique<Dropout>(prefix + "drop", spec.d_model, rows, spec.dropout);
-  } else if (last_stage()) {
-    if (tp.active() && spec.vocab % tp.size() != 0)
-      throw ConfigError("gpt: model.vocab " + std::to_string(spec.vocab) +
-                        " is not divisible by parallel.tp = " + std::to_string(tp.size()));
+  } else if (last_stage() && spec.tied_head) {
     const Shape table{spec.vocab, spec.d_model};
     wte_index_ = tp.active() ? store.add(prefix + "wte.weight", table, table_init, false,
                                          ShardSpec::split(0, tp.size(), tp.rank()))
                              : store.add(prefix + "wte.weight", table, table_init, false);
   }
-  const TransformerInit init = TransformerInit::gpt2(spec.n_layer);
-  for (int i = std::max(first_unit_, 1) - 1; i < std::min(end_unit_, units - 1) - 1; ++i) {
+  const TransformerInit init =
+      spec.scaled_residual_init ? TransformerInit::gpt2(spec.n_layer) : TransformerInit{};
+  const int first_block = std::max(first_unit_, 1) - 1;
+  const int end_block = std::min(end_unit_, units - 1) - 1;
+  if (spec.positions == Positions::rope && first_block < end_block)
+    rope_ = std::make_unique<RotaryTables>(spec.rope, spec.d_model / spec.n_head, spec.seq_len);
+  const BlockSpec block = gpt_block_spec(spec, rope_.get());
+  for (int i = first_block; i < end_block; ++i) {
     block_offsets_.push_back(store.registration_cursor());
-    blocks_.push_back(std::make_unique<Block>(store, prefix + "h." + std::to_string(i),
-                                              spec.d_model, spec.n_head, spec.seq_len, rows,
-                                              spec.dropout, init, tp));
+    blocks_.push_back(
+        std::make_unique<Block>(store, prefix + "h." + std::to_string(i), block, rows, init, tp));
   }
   if (last_stage()) {
     ln_f_offset_ = store.registration_cursor();
-    ln_f_ = std::make_unique<LayerNorm>(store, prefix + "ln_f", spec.d_model, rows);
-    head_ = std::make_unique<TiedHead>(store, prefix + "lm_head", wte_index_, spec.d_model,
+    ln_f_ = std::make_unique<LayerNorm>(store, prefix + "ln_f", spec.d_model, rows, spec.norm_eps,
+                                        spec.norm);
+    std::size_t head_weight = wte_index_;
+    if (!spec.tied_head) {  // its own table [V, d], vocabulary-parallel as wte
+      const Shape table{spec.vocab, spec.d_model};
+      head_weight = tp.active() ? store.add(prefix + "lm_head.weight", table, table_init, true,
+                                            ShardSpec::split(0, tp.size(), tp.rank()))
+                                : store.add(prefix + "lm_head.weight", table, table_init, true);
+      head_offset_ = store.info(head_weight).offset;
+    }
+    head_ = std::make_unique<TiedHead>(store, prefix + "lm_head", head_weight, spec.d_model,
                                        local_classes(), rows, tp);
   }
 }
@@ -95,7 +125,7 @@ int Gpt::local_classes() const { return spec_.vocab / spec_.tp.size(); }
 int Gpt::class_offset() const { return spec_.tp.rank() * local_classes(); }
 
 std::vector<std::string> Gpt::tied_parameters() const {
-  if (first_stage() != last_stage() && (first_stage() || last_stage()))
+  if (spec_.tied_head && first_stage() != last_stage() && (first_stage() || last_stage()))
     return {store_->info(wte_index_).name};
   return {};
 }
@@ -119,8 +149,8 @@ ConstMatrix Gpt::forward(const ModelInput& input, int n, const StepContext& ctx)
                   std::to_string(n) + " sequences of " + std::to_string(T));
     }
     wte_->forward(input.tokens, rows, row_ctx);
-    wpe_->forward(wte_->output(), rows, row_ctx);
-    drop_->forward(wpe_->output(), rows, row_ctx);
+    if (wpe_) wpe_->forward(wte_->output(), rows, row_ctx);
+    drop_->forward(wpe_ ? wpe_->output() : wte_->output(), rows, row_ctx);
     x = drop_->output();
   } else {
     x = kernels::first_rows(input.activations, rows);  // checks the row count
@@ -151,7 +181,8 @@ void Gpt::backward(ConstMatrix dout, int n) {
                       std::to_string(stage_output_width()));
   ConstMatrix dx = dy;
   if (last_stage()) {
-    head_->backward(dy, rows);  // dwte += dl^T hf, dhf = dl wte
+    head_->backward(dy, rows);                                     // dwte += dl^T hf, dhf = dl wte
+    if (!spec_.tied_head) store_->grads_final_from(head_offset_);  // registered last
     ln_f_->backward(head_->input_grad(), rows);
     store_->grads_final_from(ln_f_offset_);
     dx = ln_f_->input_grad();
@@ -164,36 +195,69 @@ void Gpt::backward(ConstMatrix dout, int n) {
   if (!first_stage()) {
     input_grad_ = dx;  // [capacity rows, d]: to the previous stage
     // The tied copy of wte (last stage) was registered first: final now.
-    if (last_stage()) store_->grads_final_from(store_->info(wte_index_).offset);
+    if (last_stage() && spec_.tied_head) store_->grads_final_from(store_->info(wte_index_).offset);
     return;
   }
   drop_->backward(dx, rows);
-  wpe_->backward(drop_->input_grad(), rows);
-  store_->grads_final_from(wpe_offset_);
-  wte_->backward(wpe_->input_grad(), rows);  // wte was registered first: the rest is final
+  ConstMatrix dembed = drop_->input_grad();
+  if (wpe_) {
+    wpe_->backward(dembed, rows);
+    store_->grads_final_from(wpe_offset_);
+    dembed = wpe_->input_grad();
+  }
+  wte_->backward(dembed, rows);  // wte was registered first: the rest is final
   store_->grads_final_from(store_->info(wte_index_).offset);
 }
 
 int Gpt::stage_output_width() const { return last_stage() ? local_classes() : spec_.d_model; }
 
+BlockSpec gpt_block_spec(const GptSpec& spec, const RotaryTables* rope) {
+  BlockSpec b = BlockSpec::gpt2(spec.d_model, spec.n_head, spec.seq_len, spec.dropout);
+  b.n_kv_head = spec.n_kv_head;
+  b.d_ff = spec.d_ff;
+  b.mlp = spec.mlp;
+  b.norm = spec.norm;
+  b.norm_eps = spec.norm_eps;
+  b.bias = spec.bias;
+  b.rope = rope;
+  return b;
+}
+
+std::int64_t gpt_block_params(const GptSpec& spec) {
+  const BlockSpec b = gpt_block_spec(spec, nullptr);
+  const std::int64_t d = spec.d_model, hd = d / spec.n_head, f = b.ff_width();
+  const std::int64_t qkv = (spec.n_head + 2 * static_cast<std::int64_t>(b.kv_heads())) * hd;
+  const std::int64_t gates = spec.mlp == MlpKind::swiglu ? 2 : 1;
+  const std::int64_t norms = (spec.norm == NormKind::layernorm ? 4 : 2) * d;
+  const std::int64_t biases = spec.bias ? qkv + d + gates * f + d : 0;
+  return norms + qkv * d + d * d + gates * f * d + f * d + biases;
+}
+
+std::int64_t gpt_num_params(const GptSpec& spec) {
+  const std::int64_t d = spec.d_model, V = spec.vocab;
+  return V * d * (spec.tied_head ? 1 : 2) +
+         (spec.positions == Positions::learned ? static_cast<std::int64_t>(spec.seq_len) * d : 0) +
+         spec.n_layer * gpt_block_params(spec) + (spec.norm == NormKind::layernorm ? 2 : 1) * d;
+}
+
 std::vector<double> gpt_unit_costs(const GptSpec& spec) {
   const double d = spec.d_model, T = spec.seq_len, V = spec.vocab;
   std::vector<double> costs;
   costs.push_back(d);  // embeddings: lookups and adds, next to nothing
-  for (int i = 0; i < spec.n_layer; ++i) costs.push_back(12.0 * d * d + 2.0 * T * d);
+  for (int i = 0; i < spec.n_layer; ++i)
+    costs.push_back(static_cast<double>(gpt_block_params(spec)) + 2.0 * T * d);
   costs.push_back(V * d);  // the head's matmul
   return costs;
 }
 
 std::int64_t Gpt::num_matmul_params() const {
-  const std::int64_t d = spec_.d_model, V = spec_.vocab, L = spec_.n_layer;
-  const std::int64_t per_block = 2 * 2 * d            // ln_1, ln_2
-                                 + 3 * d * d + 3 * d  // c_attn
-                                 + d * d + d          // attn.c_proj
-                                 + 4 * d * d + 4 * d  // c_fc
-                                 + 4 * d * d + d;     // mlp.c_proj
-  return V * d + L * per_block + 2 * d;               // wte (tied head), blocks, ln_f
-  // (the whole model's count: with tp each rank does about 1/tp of these FLOPs)
+  // Every parameter but the lookup tables: wpe, and wte when the head has its own weight
+  // (tied, wte counts once, for the head's matmul). The whole model's count: with tp each rank
+  // does about 1/tp of these FLOPs.
+  const std::int64_t d = spec_.d_model, V = spec_.vocab;
+  std::int64_t n = gpt_num_params(spec_) - (spec_.tied_head ? 0 : V * d);
+  if (spec_.positions == Positions::learned) n -= static_cast<std::int64_t>(spec_.seq_len) * d;
+  return n;
 }
 
 std::int64_t Gpt::flops_per_sample() const {
@@ -206,6 +270,14 @@ std::string Gpt::describe() const {
   std::string text = "gpt L" + std::to_string(spec_.n_layer) + " H" + std::to_string(spec_.n_head) +
                      " D" + std::to_string(spec_.d_model) + " T" + std::to_string(spec_.seq_len) +
                      " V" + std::to_string(spec_.vocab);
+  if (spec_.n_kv_head > 0 && spec_.n_kv_head != spec_.n_head)
+    text += " KV" + std::to_string(spec_.n_kv_head);
+  if (spec_.d_ff > 0) text += " F" + std::to_string(spec_.d_ff);
+  if (spec_.positions == Positions::rope) text += " rope";
+  if (spec_.norm == NormKind::rmsnorm) text += " rmsnorm";
+  if (spec_.mlp == MlpKind::swiglu) text += " swiglu";
+  if (!spec_.bias) text += " nobias";
+  if (!spec_.tied_head) text += " untied";
   if (!first_stage() || !last_stage())
     text += ", units [" + std::to_string(first_unit_) + ", " + std::to_string(end_unit_) + ")";
   return text;

@@ -48,25 +48,25 @@ int local_extent(const std::string& name, const char* what, int extent, Split sp
 }  // namespace
 
 Linear::Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
-               int capacity, const InitSpec& weight_init, const InitSpec& bias_init, Split split,
-               TensorParallel tp, int sections)
+               int capacity, const InitSpec& weight_init, const std::optional<InitSpec>& bias_init,
+               Split split, TensorParallel tp, int sections)
     : Layer(name, local_extent(name, "in_features", in_features, split, Split::row, tp),
             local_extent(name, "out_features", out_features, split, Split::column, tp), capacity),
       store_(&store),
       split_(tp.active() ? split : Split::none),
       tp_(tp) {
   const Shape w_shape{out_features, in_features};
-  if (split_ == Split::column) {
-    const ShardSpec rows = ShardSpec::split(0, tp.size(), tp.rank(), sections);
-    weight_ = store.add(name + ".weight", w_shape, weight_init, true, rows);
-    bias_ = store.add(name + ".bias", {out_features}, bias_init, false, rows);
-  } else if (split_ == Split::row) {
-    weight_ = store.add(name + ".weight", w_shape, weight_init, true,
-                        ShardSpec::split(1, tp.size(), tp.rank()));
-    bias_ = store.add(name + ".bias", {out_features}, bias_init, false);
+  // The output rows' shard: column-parallel splits W's rows and b; otherwise b is whole.
+  const ShardSpec rows =
+      split_ == Split::column ? ShardSpec::split(0, tp.size(), tp.rank(), sections) : ShardSpec{};
+  const ShardSpec w_shard = split_ == Split::row ? ShardSpec::split(1, tp.size(), tp.rank()) : rows;
+  weight_ = store.add(name + ".weight", w_shape, weight_init, true, w_shard);
+  if (bias_init) {
+    bias_ = store.add(name + ".bias", {out_features}, *bias_init, false, rows);
   } else {
-    weight_ = store.add(name + ".weight", w_shape, weight_init, true);
-    bias_ = store.add(name + ".bias", {out_features}, bias_init, false);
+    const auto out = static_cast<std::size_t>(this->out_features());
+    zero_bias_ = FloatView("trellis::nn::" + name + ".zero_bias", out);
+    db_discard_ = FloatView("trellis::nn::" + name + ".db_discard", out);
   }
   const auto cap = static_cast<std::size_t>(capacity);
   x16_ = AutocastOperand(store.autocast(), name + ".x16",
@@ -88,7 +88,7 @@ void Linear::fuse_activation(kernels::Activation f) {
 void Linear::forward(ConstMatrix input, int n, const StepContext&) {
   // Parameters first: a store that is not finalized throws before the call is recorded.
   const kernels::GemmOperand w = store_->compute_operand(weight_);     // [out, in]
-  const kernels::ConstVector b = store_->param_vector(bias_);          // [out]
+  const kernels::ConstVector b = bias_vector();                        // [out]
   const kernels::GemmOperand x = x16_.round(begin_forward(input, n));  // [n, in]
   const Matrix y = output_rows(n);                                     // [n, out]
   // z [n, out]: the pre-activation, kept apart from y only where backward needs it (gelu).
@@ -97,7 +97,7 @@ void Linear::forward(ConstMatrix input, int n, const StepContext&) {
   // Row-parallel: each rank holds a partial sum over its slice of in; the bias goes on once.
   if (split_ == Split::row) tp_.comm->all_reduce(z.data(), z.size(), ReduceOp::sum);
   if (activation_ == kernels::Activation::none) {
-    kernels::bias_add(y, b);
+    if (bias_) kernels::bias_add(y, b);
   } else {
     kernels::bias_activation_forward(z, b, activation_, y);
   }
@@ -109,13 +109,15 @@ void Linear::backward(ConstMatrix output_grad, int n) {
   ConstMatrix dz = begin_backward(output_grad, n);  // [n, out]: dy, or dy * f'(z)
   if (activation_ == kernels::Activation::none) {
     // db[out] += sum over rows of dy
-    kernels::column_sum_accumulate(dz, store_->grad_vector(bias_));
+    if (bias_) kernels::column_sum_accumulate(dz, store_->grad_vector(*bias_));
   } else {
     const Matrix dzm = as_matrix(dz_, n, out_features());
     const ConstMatrix saved = activation_ == kernels::Activation::gelu
                                   ? as_matrix(pre_activation_, n, out_features())
                                   : kernels::first_rows(output(), n);
-    kernels::bias_activation_backward(saved, dz, activation_, dzm, store_->grad_vector(bias_));
+    kernels::bias_activation_backward(
+        saved, dz, activation_, dzm,
+        bias_ ? store_->grad_vector(*bias_) : kernels::Vector(db_discard_));
     dz = dzm;
   }
   const kernels::GemmOperand dz_op = dz16_.round(dz);
@@ -128,6 +130,10 @@ void Linear::backward(ConstMatrix output_grad, int n) {
   // Column-parallel: every rank's output slice depends on the whole input.
   if (split_ == Split::column) tp_.comm->all_reduce(dx.data(), dx.size(), ReduceOp::sum);
   round_in_place(store_->autocast(), dx);
+}
+
+kernels::ConstVector Linear::bias_vector() const {
+  return bias_ ? store_->param_vector(*bias_) : kernels::ConstVector(zero_bias_);
 }
 
 std::int64_t Linear::flops_per_sample() const {

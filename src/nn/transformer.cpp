@@ -2,9 +2,11 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/core/rng.hpp"
+#include "trellis/kernels/swiglu.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 namespace trellis::nn {
@@ -26,24 +28,33 @@ void add_rows(ConstMatrix a, ConstMatrix b, Matrix out) {
 
 }  // namespace
 
-FeedForward::FeedForward(ParameterStore& store, const std::string& name, int d_model,
-                         int capacity_rows, float dropout, const TransformerInit& init,
-                         TensorParallel tp)
-    : Layer(name, checked_dropout_d(name, d_model, dropout), d_model, capacity_rows),
-      c_fc_(store, name + ".c_fc", d_model, 4 * d_model, capacity_rows, InitSpec::normal(init.std),
-            InitSpec::zeros(), Split::column, tp),
-      c_proj_(store, name + ".c_proj", 4 * d_model, d_model, capacity_rows,
-              InitSpec::normal(init.proj_std), InitSpec::zeros(), Split::row, tp),
-      p_(dropout),
+FeedForward::FeedForward(ParameterStore& store, const std::string& name, const BlockSpec& spec,
+                         int capacity_rows, const TransformerInit& init, TensorParallel tp)
+    : Layer(name, checked_dropout_d(name, spec.d_model, spec.dropout), spec.d_model, capacity_rows),
+      kind_(spec.mlp),
+      // SwiGLU: [gate; up] in two sections, so each rank's gate and up columns pair up.
+      c_fc_(store, name + ".c_fc", spec.d_model,
+            (spec.mlp == MlpKind::swiglu ? 2 : 1) * spec.ff_width(), capacity_rows,
+            InitSpec::normal(init.std), spec.linear_bias_init(), Split::column, tp,
+            spec.mlp == MlpKind::swiglu ? 2 : 1),
+      c_proj_(store, name + ".c_proj", spec.ff_width(), spec.d_model, capacity_rows,
+              InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp),
+      p_(spec.dropout),
       stream_(stream_from_name(name + ".dropout")) {
-  c_fc_.fuse_activation(kernels::Activation::gelu);  // c_fc + GELU in one layer
+  const auto cap = static_cast<std::size_t>(capacity_rows);
+  if (kind_ == MlpKind::gelu) {
+    c_fc_.fuse_activation(kernels::Activation::gelu);  // c_fc + GELU in one layer
+  } else {
+    swiglu_ = FloatView("trellis::nn::" + name + ".swiglu",
+                        cap * static_cast<std::size_t>(c_proj_.in_features()));
+    dgate_up_ = FloatView("trellis::nn::" + name + ".dgate_up",
+                          cap * static_cast<std::size_t>(c_fc_.out_features()));
+  }
   // dx is c_fc's dx, and without dropout y is c_proj's y: no copies per call.
   share_input_grad_of(c_fc_);
-  if (dropout == 0.0f) share_output_of(c_proj_);
-  if (dropout > 0.0f) {
-    dz_ = FloatView("trellis::nn::" + name + ".dz",
-                    static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(d_model));
-  }
+  if (spec.dropout == 0.0f) share_output_of(c_proj_);
+  if (spec.dropout > 0.0f)
+    dz_ = FloatView("trellis::nn::" + name + ".dz", cap * static_cast<std::size_t>(spec.d_model));
 }
 
 void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
@@ -56,7 +67,13 @@ void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
                                  static_cast<std::uint64_t>(ctx.first_sample)};
   }
   c_fc_.forward(x, n, ctx);
-  c_proj_.forward(c_fc_.output(), n, ctx);
+  if (kind_ == MlpKind::swiglu) {
+    const Matrix g = as_matrix(swiglu_, n, c_proj_.in_features());
+    kernels::swiglu_forward(kernels::first_rows(c_fc_.output(), n), g);
+    c_proj_.forward(g, n, ctx);
+  } else {
+    c_proj_.forward(c_fc_.output(), n, ctx);
+  }
   const ConstMatrix z = kernels::first_rows(c_proj_.output(), n);
   if (dropout_active_) {
     kernels::dropout_apply(z, output_rows(n), mask_);
@@ -74,6 +91,13 @@ void FeedForward::backward(ConstMatrix output_grad, int n) {
     dz = dzm;
   }
   c_proj_.backward(dz, n);
+  if (kind_ == MlpKind::swiglu) {
+    const Matrix dgu = as_matrix(dgate_up_, n, c_fc_.out_features());
+    kernels::swiglu_backward(kernels::first_rows(c_fc_.output(), n),
+                             kernels::first_rows(c_proj_.input_grad(), n), dgu);
+    c_fc_.backward(dgu, n);  // writes this layer's input_grad() (shared)
+    return;
+  }
   c_fc_.backward(c_proj_.input_grad(), n);  // writes this layer's input_grad() (shared)
 }
 
@@ -81,14 +105,15 @@ std::int64_t FeedForward::flops_per_sample() const {
   return c_fc_.flops_per_sample() + c_proj_.flops_per_sample();
 }
 
-Block::Block(ParameterStore& store, const std::string& name, int d_model, int n_head, int seq_len,
-             int capacity_rows, float dropout, const TransformerInit& init, TensorParallel tp)
-    : Layer(name, d_model, d_model, capacity_rows),
-      ln_1_(store, name + ".ln_1", d_model, capacity_rows),
-      attn_(store, name + ".attn", d_model, n_head, seq_len, capacity_rows, dropout, init, tp),
-      ln_2_(store, name + ".ln_2", d_model, capacity_rows),
-      mlp_(store, name + ".mlp", d_model, capacity_rows, dropout, init, tp) {
-  const auto size = static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(d_model);
+Block::Block(ParameterStore& store, const std::string& name, const BlockSpec& spec,
+             int capacity_rows, const TransformerInit& init, TensorParallel tp)
+    : Layer(name, spec.d_model, spec.d_model, capacity_rows),
+      ln_1_(store, name + ".ln_1", spec.d_model, capacity_rows, spec.norm_eps, spec.norm),
+      attn_(store, name + ".attn", spec, capacity_rows, init, tp),
+      ln_2_(store, name + ".ln_2", spec.d_model, capacity_rows, spec.norm_eps, spec.norm),
+      mlp_(store, name + ".mlp", spec, capacity_rows, init, tp) {
+  const auto size =
+      static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(spec.d_model);
   h_ = FloatView("trellis::nn::" + name + ".h", size);
   dh_ = FloatView("trellis::nn::" + name + ".dh", size);
 }

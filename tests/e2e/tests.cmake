@@ -15,6 +15,7 @@ set_tests_properties(e2e.monitoring PROPERTIES SKIP_RETURN_CODE 77)
 # disk_full mounts a small tmpfs in a private mount namespace: root only, 77 otherwise.
 set_tests_properties(e2e.disk_full PROPERTIES SKIP_RETURN_CODE 77)
 trellis_add_e2e_test(NAME gpt_equivalence SCRIPT ${E2E}/gpt_equivalence.sh)
+trellis_add_e2e_test(NAME llama_equivalence SCRIPT ${E2E}/llama_equivalence.sh)
 trellis_add_e2e_test(NAME cnn_equivalence SCRIPT ${E2E}/cnn_equivalence.sh)
 set_tests_properties(e2e.cnn_equivalence PROPERTIES FIXTURES_REQUIRED fashion_data)
 # A one-node Slurm cluster on localhost (tests/cluster/cluster.sh; needs root, exits 77 otherwise):

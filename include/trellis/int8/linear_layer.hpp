@@ -24,8 +24,7 @@ namespace trellis::int8 {
 class Int8LinearLayer : public nn::Layer {
  public:
   // `q` must fit the Linear; Error naming it when not, or when it is split over tp ranks.
-  Int8LinearLayer(const Int8Layer& q, const nn::Linear& linear, const nn::ParameterStore& store,
-                  kernels::Int8Backend backend);
+  Int8LinearLayer(const Int8Layer& q, const nn::Linear& linear, kernels::Int8Backend backend);
   Int8LinearLayer(const Int8Layer& q, const nn::TiedHead& head, kernels::Int8Backend backend);
 
   void forward(ConstMatrix input, int n, const nn::StepContext& ctx) override;

@@ -1,4 +1,5 @@
-// CausalSelfAttention: GPT-2's masked multi-head self-attention (nanoGPT's module).
+// CausalSelfAttention: GPT-2's masked multi-head self-attention (nanoGPT's module), and
+// Llama's grouped-query attention with rotary positions (BlockSpec: n_kv_head, rope, bias).
 //
 // Rows are tokens: a call takes n rows = whole sequences of seq_len tokens (n % seq_len == 0),
 // sequence b / position t in row b * T + t. H = n_head, hd = d / H, S = n / T sequences.
@@ -11,6 +12,13 @@
 //   yr = attn_dropout(att) v, per head, in the rows layout              [n, d]
 //   c_proj "<name>.c_proj.weight" [d, d], ".bias" [d]          z = yr W_proj^T + b  [n, d]
 //   y = resid_dropout(z)                                              [n, d]
+// Grouped-query attention (n_kv_head = KVH < H): c_attn is [(H + 2 KVH) hd, d] and its rows
+//   come in kv groups, [q heads of the group | k | v] (kernels/qkv_layout.hpp), query head h
+//   attending with kv head h / (H / KVH); KVH == H keeps GPT-2's [q | k | v] blocks.
+// Rotary positions (spec.rope): after c_attn, kernels::rope_forward turns the q and k heads of
+//   qkv in place (the flash kernels read the turned ones; the backward turns dq and dk back
+//   before c_attn's backward). Position of a row: its index within its sequence.
+// Biases (spec.bias false: Llama): neither Linear has one.
 // backward (input grad =, parameter grads += through the two Linears (GPT-2 init)):
 //   dz = resid_dropout(dy);  dyr = c_proj backward;  dqkv = flash backward(qkv, yr, dyr, lse);
 //   dx = c_attn backward(dqkv)
@@ -31,21 +39,25 @@
 //     row ctx.first_sample.
 // So masks depend on the global token position only, never on how a batch is split.
 //
-// Tensor parallelism (tp): heads are split over the tp ranks, H/tp each (n_head % tp == 0).
+// Tensor parallelism (tp): heads are split over the tp ranks, H/tp each (n_head % tp == 0;
+// with grouped-query attention n_kv_head % tp == 0, so each rank holds whole kv groups).
 // c_attn is column-parallel with its q, k and v blocks each split (rank r holds the rows of
-// heads [r H/tp, (r+1) H/tp) of each), c_proj is row-parallel, so one all-reduce forward (in
+// heads [r H/tp, (r+1) H/tp) of each; grouped: its KVH/tp groups, one equal piece), c_proj
+// is row-parallel, so one all-reduce forward (in
 // c_proj) and one backward (in c_attn) per layer. d and H in the buffer sizes above are then
 // this rank's d/tp and H/tp; the attention dropout draws at the logical (sequence, head) rows.
 //
 // Buffers, all sized at construction for capacity_rows: yr [cap * d], dz [cap * d],
-// dqkv [cap * 3d], lse and delta [cap * H] (per (sequence, head, position)): O(n H), where the
-// materialised softmax needed [cap * H * T] floats several times over (GPT-2 small, T 1024,
-// 8 sequences: 400 MB each per layer).
+// dqkv [cap * (H + 2 KVH) hd], lse and delta [cap * H] (per (sequence, head, position)): O(n H),
+// where the materialised softmax needed [cap * H * T] floats several times over (GPT-2 small, T
+// 1024, 8 sequences: 400 MB each per layer).
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/kernels/dropout.hpp"
 #include "trellis/kernels/flash_attention.hpp"
+#include "trellis/kernels/qkv_layout.hpp"
+#include "trellis/nn/decoder_spec.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/linear.hpp"
 #include "trellis/nn/parameter_store.hpp"
@@ -59,10 +71,17 @@ namespace trellis::nn {
 
 class CausalSelfAttention : public Layer {
  public:
-  // Registers "<name>.c_attn.{weight,bias}" and "<name>.c_proj.{weight,bias}".
+  // Registers "<name>.c_attn.{weight,bias}" and "<name>.c_proj.{weight,bias}" (no biases when
+  // !spec.bias). Reads spec's d_model, n_head, n_kv_head, seq_len, bias, dropout and rope.
+  CausalSelfAttention(ParameterStore& store, const std::string& name, const BlockSpec& spec,
+                      int capacity_rows, const TransformerInit& init = TransformerInit{},
+                      TensorParallel tp = {});
+  // GPT-2's attention.
   CausalSelfAttention(ParameterStore& store, const std::string& name, int d_model, int n_head,
                       int seq_len, int capacity_rows, float dropout,
-                      const TransformerInit& init = TransformerInit{}, TensorParallel tp = {});
+                      const TransformerInit& init = TransformerInit{}, TensorParallel tp = {})
+      : CausalSelfAttention(store, name, BlockSpec::gpt2(d_model, n_head, seq_len, dropout),
+                            capacity_rows, init, tp) {}
 
   // n rows (a multiple of seq_len); ctx.first_sample is the global index of row 0 in token
   // rows (sequence index * seq_len).
@@ -73,7 +92,10 @@ class CausalSelfAttention : public Layer {
   // tiles above the diagonal), x3 for fwd + bwd.
   std::int64_t flops_per_sample() const override;
 
-  int n_head() const { return n_head_; }  // this rank's heads
+  int n_head() const { return n_head_; }                                 // this rank's heads
+  int n_kv_head() const { return static_cast<int>(layout_.n_kv_head); }  // this rank's
+  const kernels::QkvLayout& layout() const { return layout_; }           // this rank's qkv rows
+  const RotaryTables* rope() const { return rope_; }
   int seq_len() const { return seq_len_; }
   float dropout() const { return p_; }
   // The last forward's logsumexp of each softmax row: [n / T * H * T], (b * H + h) * T + t.
@@ -88,6 +110,8 @@ class CausalSelfAttention : public Layer {
  private:
   Linear c_attn_, c_proj_;
   int d_, n_head_;                   // this rank's width and heads (d/tp, H/tp)
+  kernels::QkvLayout layout_;        // this rank's c_attn output columns
+  const RotaryTables* rope_;         // not owned; nullptr: no rotary positions
   int logical_heads_, head_offset_;  // H, and the first of this rank's heads
   int head_dim_, seq_len_;
   float p_;
@@ -98,7 +122,7 @@ class CausalSelfAttention : public Layer {
   FloatView yr_;           // [cap * d/tp]: attention output, c_proj's input
   FloatView lse_, delta_;  // [cap * H/tp]: softmax logsumexp, backward's rowsum(dyr * yr)
   FloatView dz_;           // [cap * d]
-  FloatView dqkv_;         // [cap * 3d/tp]
+  FloatView dqkv_;         // [cap * layout_.width()]
 
   kernels::FlashAttentionShape shape() const;
   kernels::Vector lse_rows(int n) const;          // lse_ for n token rows

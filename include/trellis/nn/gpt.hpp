@@ -1,4 +1,7 @@
-// Gpt: a GPT-2-style decoder-only language model (nanoGPT's GPT), an nn::Model.
+// Gpt: the decoder-only language model family, an nn::Model: GPT-2 (nanoGPT's GPT, below) and,
+// through GptSpec's options, Llama 2/3 (rotary positions instead of wpe, RMSNorm, SwiGLU,
+// grouped-query attention, no biases, an untied lm_head "lm_head.weight" [V, d] initialised
+// N(0, 0.02^2), residual projections not scaled down: Hugging Face's LlamaForCausalLM).
 //
 //   tokens [n * T] int32 in [0, vocab)                      n sequences of T = seq_len tokens
 //   x0 = wte[tokens] + wpe[position]        [n*T, d]   wte "wte.weight" [vocab, d],
@@ -38,6 +41,7 @@
 
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/kernels/views.hpp"
+#include "trellis/nn/decoder_spec.hpp"
 #include "trellis/nn/dropout.hpp"
 #include "trellis/nn/embedding.hpp"
 #include "trellis/nn/layernorm.hpp"
@@ -53,6 +57,8 @@
 
 namespace trellis::nn {
 
+enum class Positions { learned, rope };
+
 struct GptSpec {
   int n_layer = 0;
   int n_head = 0;
@@ -60,9 +66,20 @@ struct GptSpec {
   int seq_len = 0;  // T: tokens per sequence (context window)
   int vocab = 0;
   float dropout = 0.0f;
-  int capacity = 0;   // most sequences per forward/backward call
-  TensorParallel tp;  // none by default
-  StageRange stage;   // units: 0 embeddings, 1 + i block h.i, n_layer + 1 ln_f and head
+  // The Llama-family options (GPT-2's by default); see nn/decoder_spec.hpp.
+  int n_kv_head = 0;  // 0: n_head
+  int d_ff = 0;       // 0: 4 d_model
+  Positions positions = Positions::learned;
+  kernels::RopeSpec rope;  // positions rope
+  NormKind norm = NormKind::layernorm;
+  float norm_eps = 1e-5f;
+  MlpKind mlp = MlpKind::gelu;
+  bool bias = true;
+  bool tied_head = true;
+  bool scaled_residual_init = true;  // GPT-2: c_proj weights N(0, (0.02 / sqrt(2 n_layer))^2)
+  int capacity = 0;                  // most sequences per forward/backward call
+  TensorParallel tp;                 // none by default
+  StageRange stage;  // units: 0 embeddings, 1 + i block h.i, n_layer + 1 ln_f and head
 };
 
 // Throws ConfigError naming the first bad field (model.n_layer, model.n_head, model.d_model,
@@ -71,6 +88,12 @@ void validate(const GptSpec& spec);
 
 // Relative cost of each unit (per token), for balancing pipeline stages.
 std::vector<double> gpt_unit_costs(const GptSpec& spec);
+
+// The block every layer of the model is built from (rope: the tables it reads, or nullptr).
+BlockSpec gpt_block_spec(const GptSpec& spec, const RotaryTables* rope);
+// Parameters of one block, and of the whole logical model (wpe and lm_head included).
+std::int64_t gpt_block_params(const GptSpec& spec);
+std::int64_t gpt_num_params(const GptSpec& spec);
 
 class Gpt : public Model {
  public:
@@ -112,11 +135,11 @@ class Gpt : public Model {
   // once, for the tied head's matmul.
   std::int64_t flops_per_sample() const override;
   std::int64_t num_matmul_params() const;
-  std::string describe() const override;  // "gpt L4 H4 D128 T128 V256"
+  std::string describe() const override;  // "gpt L4 H4 D128 T128 V256" (+ Llama options)
   // The position table, the blocks (with their LayerNorms, attention and MLP Linears) and
   // ln_f and the tied head (lm_head); the token table is not a Layer.
   void for_each_layer(const std::function<void(Layer&)>& f) override {
-    if (wpe_) visit_layers(*wpe_, f);
+    if (wpe_) visit_layers(*wpe_, f);  // learned positions only
     if (drop_) visit_layers(*drop_, f);
     for (auto& block : blocks_) visit_layers(*block, f);
     if (ln_f_) visit_layers(*ln_f_, f);
@@ -129,7 +152,8 @@ class Gpt : public Model {
   // The parts, for int8 inference (int8/gpt.hpp) to run around its own blocks and head:
   // the embeddings on the first stage, ln_f and the head on the last.
   Embedding& wte() { return *wte_; }
-  PositionalEmbedding& wpe() { return *wpe_; }
+  PositionalEmbedding* wpe() { return wpe_.get(); }  // nullptr with rotary positions
+  const RotaryTables* rope() const { return rope_.get(); }
   Dropout& drop() { return *drop_; }
   Block& block(int i) { return *blocks_.at(static_cast<std::size_t>(i)); }
   int num_blocks() const { return static_cast<int>(blocks_.size()); }
@@ -139,9 +163,10 @@ class Gpt : public Model {
  private:
   GptSpec spec_;
   ParameterStore* store_;
-  int first_unit_ = 0, end_unit_ = 0;  // the units this model (stage) holds
-  std::unique_ptr<Embedding> wte_;     // first stage
-  std::unique_ptr<PositionalEmbedding> wpe_;
+  int first_unit_ = 0, end_unit_ = 0;         // the units this model (stage) holds
+  std::unique_ptr<Embedding> wte_;            // first stage
+  std::unique_ptr<PositionalEmbedding> wpe_;  // learned positions
+  std::unique_ptr<RotaryTables> rope_;        // rotary positions, on stages with blocks
   std::unique_ptr<Dropout> drop_;
   std::size_t wte_index_ = 0;  // the token table: the embedding's, or the last stage's copy
   std::vector<std::unique_ptr<Block>> blocks_;
@@ -150,6 +175,7 @@ class Gpt : public Model {
   ConstMatrix input_grad_;           // non-first stages: [capacity * T, d] of the last backward
   int last_n_ = -1;
   std::size_t wpe_offset_ = 0, ln_f_offset_ = 0;  // flat offsets, for grads_final_from
+  std::size_t head_offset_ = 0;                   // an untied head's weight
   std::vector<std::size_t> block_offsets_;
 };
 

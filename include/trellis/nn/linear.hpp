@@ -1,4 +1,4 @@
-// Linear: y = x W^T + b, PyTorch's nn.Linear convention.
+// Linear: y = x W^T + b, PyTorch's nn.Linear convention (bias optional: nn.Linear(bias=False)).
 //
 //   x  [n, in]     W "<name>.weight" [out, in] (weight decay)     b "<name>.bias" [out] (no decay)
 //   y  [n, out]
@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace trellis::nn {
@@ -57,9 +58,10 @@ class Linear : public Layer {
   Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
          int capacity, LinearInit init = LinearInit::kaiming, Split split = Split::none,
          TensorParallel tp = {});
-  // The same with explicit initialisations (e.g. GPT-2's normal(0.02) weights, zero bias).
+  // The same with explicit initialisations (e.g. GPT-2's normal(0.02) weights, zero bias);
+  // bias_init std::nullopt: no bias (Llama's projections), y = x W^T.
   Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
-         int capacity, const InitSpec& weight_init, const InitSpec& bias_init,
+         int capacity, const InitSpec& weight_init, const std::optional<InitSpec>& bias_init,
          Split split = Split::none, TensorParallel tp = {}, int sections = 1);
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
@@ -73,7 +75,9 @@ class Linear : public Layer {
   kernels::Activation activation() const { return activation_; }
 
   std::size_t weight_index() const { return weight_; }
-  std::size_t bias_index() const { return bias_; }
+  std::optional<std::size_t> bias_index() const { return bias_; }  // none: no bias
+  // The bias [out], or zeros for a layer without one (int8 inference reads it either way).
+  kernels::ConstVector bias_vector() const;
   Split split() const { return split_; }
 
  private:
@@ -81,7 +85,9 @@ class Linear : public Layer {
   Split split_;
   TensorParallel tp_;
   std::size_t weight_;  // index in store_
-  std::size_t bias_;
+  std::optional<std::size_t> bias_;
+  FloatView zero_bias_;   // [out] zeros, without a bias only
+  FloatView db_discard_;  // [out] the fused epilogue's bias gradient, without a bias only
   kernels::Activation activation_ = kernels::Activation::none;
   FloatView pre_activation_;  // [cap * out] z = x W^T + b, gelu only
   FloatView dz_;              // [cap * out] dy * f'(z), with an activation only

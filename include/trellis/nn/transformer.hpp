@@ -4,34 +4,40 @@
 // construction for capacity_rows. Gradient rule as for every layer: parameter grads +=,
 // input grad =.
 //
-// FeedForward (nanoGPT's MLP), d -> 4d -> d:
+// FeedForward (nanoGPT's MLP, or Llama's SwiGLU MLP: BlockSpec::mlp), d -> f -> d, f = d_ff
+// (4d by default):
 //   x [n, d]
-//   c_fc   "<name>.c_fc.weight" [4d, d], ".bias" [4d]     u = x W_fc^T + b       [n, 4d]
+//   c_fc   "<name>.c_fc.weight" [f, d], ".bias" [f]       u = x W_fc^T + b       [n, f]
 //   g = gelu(u)   EXACT erf GELU (PyTorch nn.GELU() default, kernels::gelu), c_fc's fused
 //                 epilogue (Linear::fuse_activation). GPT-2 itself used
 //                 the tanh approximation; the two differ by < 1e-3 and the erf form is what the
 //                 existing kernel and the PyTorch reference compute.
-//   c_proj "<name>.c_proj.weight" [d, 4d], ".bias" [d]    z = g W_proj^T + b     [n, d]
+//   c_proj "<name>.c_proj.weight" [d, f], ".bias" [d]     z = g W_proj^T + b     [n, d]
+// SwiGLU instead: c_fc "<name>.c_fc.weight" [2f, d] = [gate_proj; up_proj] (one GEMM), then
+//   g = silu(gate) * up  [n, f] (kernels/swiglu.hpp; its own buffer), c_proj as above.
+// Without biases (spec.bias false) neither Linear has one.
 //   y = dropout(z): counter-based mask, stream "<name>.dropout" mixed with ctx.step, first
 //       row ctx.first_sample (a token row index)
 // backward: dz = dropout(dy); c_proj, c_fc (+ gelu) backward; dx = c_fc's input grad.
 // Buffers: input_grad() IS c_fc's input gradient and, with dropout 0, output() IS c_proj's
 // output (Layer::share_*_of), so no per-call copies.
 //
-// Block:
+// Block (norms: LayerNorm or RMSNorm, BlockSpec::norm, eps norm_eps):
 //   x [n, d]
 //   h = x + attn(ln_1(x))          ln_1 "<name>.ln_1", attn "<name>.attn" (CausalSelfAttention)
 //   y = h + mlp(ln_2(h))           ln_2 "<name>.ln_2", mlp "<name>.mlp" (FeedForward)
 // backward: dh = dy + ln_2^T(mlp^T(dy)),  dx = dh + ln_1^T(attn^T(dh))
 //
 // Tensor parallelism (tp): FeedForward's c_fc is column-parallel and c_proj row-parallel (the
-// GELU works on this rank's 4d/tp columns); attention splits its heads (attention.hpp). The
+// GELU works on this rank's f/tp columns; SwiGLU's c_fc splits its gate and up blocks each, so
+// a rank's gate and up columns pair up); attention splits its heads (attention.hpp). The
 // LayerNorms, residual adds and dropouts on [n, d] are replicated on every tp rank.
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/kernels/dropout.hpp"
 #include "trellis/nn/attention.hpp"
+#include "trellis/nn/decoder_spec.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/layernorm.hpp"
 #include "trellis/nn/linear.hpp"
@@ -46,27 +52,38 @@ namespace trellis::nn {
 class FeedForward : public Layer {
  public:
   // Registers "<name>.c_fc.{weight,bias}" and "<name>.c_proj.{weight,bias}"; c_fc weight
-  // ~ N(0, init.std^2), c_proj weight ~ N(0, init.proj_std^2), biases 0.
+  // ~ N(0, init.std^2), c_proj weight ~ N(0, init.proj_std^2), biases 0. Reads spec's
+  // d_model, d_ff, mlp, bias and dropout.
+  FeedForward(ParameterStore& store, const std::string& name, const BlockSpec& spec,
+              int capacity_rows, const TransformerInit& init = TransformerInit{},
+              TensorParallel tp = {});
+  // GPT-2's MLP.
   FeedForward(ParameterStore& store, const std::string& name, int d_model, int capacity_rows,
               float dropout, const TransformerInit& init = TransformerInit{},
-              TensorParallel tp = {});
+              TensorParallel tp = {})
+      : FeedForward(store, name, BlockSpec::gpt2(d_model, 1, 1, dropout), capacity_rows, init, tp) {
+  }
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
-  std::int64_t flops_per_sample() const override;  // 2 Linears: 6 * (d * 4d) * 2 per row
+  std::int64_t flops_per_sample() const override;  // the 2 Linears' 6 * in * out per row
   void for_each_part(const std::function<void(Layer&)>& f) override {
     f(c_fc_);
     f(c_proj_);
   }
 
   float dropout() const { return p_; }
+  MlpKind kind() const { return kind_; }
 
   const Linear& c_fc() const { return c_fc_; }
   const Linear& c_proj() const { return c_proj_; }
 
  private:
-  Linear c_fc_;  // with the GELU as its epilogue (Linear::fuse_activation)
+  MlpKind kind_;
+  Linear c_fc_;  // gelu: with the GELU as its epilogue (Linear::fuse_activation)
   Linear c_proj_;
+  FloatView swiglu_;    // [cap * f/tp] silu(gate) * up, c_proj's input (swiglu only)
+  FloatView dgate_up_;  // [cap * 2f/tp] (swiglu only)
   float p_;
   std::uint64_t stream_;  // stream_from_name("<name>.dropout")
   kernels::DropoutMask mask_;
@@ -76,9 +93,14 @@ class FeedForward : public Layer {
 
 class Block : public Layer {
  public:
+  Block(ParameterStore& store, const std::string& name, const BlockSpec& spec, int capacity_rows,
+        const TransformerInit& init = TransformerInit{}, TensorParallel tp = {});
+  // GPT-2's block.
   Block(ParameterStore& store, const std::string& name, int d_model, int n_head, int seq_len,
         int capacity_rows, float dropout, const TransformerInit& init = TransformerInit{},
-        TensorParallel tp = {});
+        TensorParallel tp = {})
+      : Block(store, name, BlockSpec::gpt2(d_model, n_head, seq_len, dropout), capacity_rows, init,
+              tp) {}
 
   // ctx.first_sample counts token rows (see CausalSelfAttention).
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;

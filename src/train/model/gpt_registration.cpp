@@ -1,4 +1,7 @@
-// model.type = gpt: a GPT-2-style decoder on token sequences (nn/gpt.hpp).
+// model.type = gpt and model.type = llama: the decoder family (nn/gpt.hpp), one registration
+// each, differing in what the "auto" options resolve to: GPT-2's (learned positions, LayerNorm,
+// GELU MLP of 4 d, biases, tied head, scaled residual init) or Llama's (rotary positions,
+// RMSNorm, SwiGLU of 8 d / 3 rounded up to 256, no biases, untied head, plain N(0, 0.02) init).
 #include "registration_util.hpp"
 #include "trellis/int8/gpt.hpp"
 #include "trellis/nn/gpt.hpp"
@@ -10,20 +13,56 @@ namespace trellis {
 
 namespace {
 
+bool llama_family(ModelType type) { return type == ModelType::llama; }
+
+bool resolved_flag(const std::string& value, bool llama_default) {
+  return value == "auto" ? llama_default : value == "true";
+}
+
+// The architecture the model.* keys describe, without the data-dependent sizes (vocab 1,
+// capacity 1).
+nn::GptSpec decoder_shape(const ModelConfig& model) {
+  const bool llama = llama_family(model.type);
+  nn::GptSpec spec;
+  spec.n_layer = model.n_layer, spec.n_head = model.n_head;
+  spec.d_model = model.d_model, spec.seq_len = model.seq_len;
+  spec.vocab = 1, spec.capacity = 1, spec.dropout = model.dropout;
+  spec.n_kv_head = model.n_kv_head;
+  spec.d_ff = model.d_ff;
+  if (spec.d_ff == 0 && llama) {
+    // Meta's rule (multiple_of 256): the SwiGLU MLP has about the GELU MLP's parameters.
+    const long long f = (8LL * model.d_model + 2) / 3;
+    spec.d_ff = static_cast<int>(std::min<long long>((f + 255) / 256 * 256, 1LL << 30));
+  }
+  const std::string positions =
+      model.positions == "auto" ? (llama ? "rope" : "learned") : model.positions;
+  spec.positions = positions == "rope" ? nn::Positions::rope : nn::Positions::learned;
+  spec.rope.theta = model.rope_theta;
+  spec.rope.factor = model.rope_scaling_factor;
+  spec.rope.low_freq_factor = model.rope_low_freq_factor;
+  spec.rope.high_freq_factor = model.rope_high_freq_factor;
+  spec.rope.original_context = model.rope_original_context;
+  spec.norm =
+      nn::parse_norm_kind(model.norm == "auto" ? (llama ? "rmsnorm" : "layernorm") : model.norm);
+  spec.norm_eps = model.norm_eps;
+  spec.mlp = nn::parse_mlp_kind(model.mlp == "auto" ? (llama ? "swiglu" : "gelu") : model.mlp);
+  spec.bias = resolved_flag(model.bias, !llama);
+  spec.tied_head = resolved_flag(model.tied_head, !llama);
+  spec.scaled_residual_init = !llama;
+  return spec;
+}
+
 nn::GptSpec gpt_spec(const ModelConfig& model, const DataShape& data, std::int64_t capacity) {
+  const char* type = model_type_name(model.type);
   if (data.seq_len <= 0)
-    throw ConfigError("config key model.type = gpt needs a token dataset (trellis.tokens)");
+    throw ConfigError(std::string("config key model.type = ") + type +
+                      " needs a token dataset (trellis.tokens)");
   const int vocab = model.vocab > 0 ? model.vocab : data.classes;
   if (vocab < data.classes)
     throw ConfigError("config key model.vocab = " + std::to_string(model.vocab) +
                       " is smaller than the data's vocab_size " + std::to_string(data.classes));
-  nn::GptSpec spec;
-  spec.n_layer = model.n_layer;
-  spec.n_head = model.n_head;
-  spec.d_model = model.d_model;
-  spec.seq_len = model.seq_len;
+  nn::GptSpec spec = decoder_shape(model);
   spec.vocab = vocab;
-  spec.dropout = model.dropout;
   spec.capacity = spec_int(capacity, "batch");
   return spec;
 }
@@ -31,30 +70,50 @@ nn::GptSpec gpt_spec(const ModelConfig& model, const DataShape& data, std::int64
 ModelSizes gpt_sizes(const ModelConfig& model, const DataShape& data, int resolved_vocab) {
   using Bytes = long double;
   ModelSizes s;
+  nn::GptSpec spec = decoder_shape(model);
   const Bytes d = model.d_model, layers = model.n_layer, heads = model.n_head;
   const Bytes T = model.seq_len;
   const Bytes V = std::max<Bytes>(resolved_vocab > 0 ? resolved_vocab : 0, data.classes);
-  const Bytes block = 12 * d * d + 13 * d;
-  s.params = V * d + T * d + layers * block + 2 * d;
-  // Per token: about 26 d floats per block plus 2 per head (the flash attention keeps a
-  // logsumexp and a row dot per (token, head), no [T, T] matrices), and the logits.
-  s.per_sample = T * (layers * (26 * d + 2 * heads) + 2 * V);
+  const Bytes f = spec.d_ff > 0 ? spec.d_ff : 4 * d;
+  const Bytes block = static_cast<Bytes>(nn::gpt_block_params(spec));
+  spec.vocab = 0;  // the blocks, norms and position table; the tables below
+  s.params = V * d * (spec.tied_head ? 1 : 2) + static_cast<Bytes>(nn::gpt_num_params(spec));
+  // Per token: about 14 d floats per block plus 3 per MLP hidden unit (4 with SwiGLU), 2 per
+  // head (the flash attention keeps a logsumexp and a row dot per (token, head), no [T, T]
+  // matrices), and the logits. GPT-2's MLP of 4 d: 26 d.
+  const Bytes per_block = 14 * d + (spec.mlp == nn::MlpKind::swiglu ? 4 : 3) * f + 2 * heads;
+  s.per_sample = T * (layers * per_block + 2 * V);
   if (V * d >= layers * block)
     s.params_key = model.vocab > 0 ? "model.vocab" : "model.d_model";
   else
     s.params_key = layers > d ? "model.n_layer" : "model.d_model";
-  s.sample_key = 2 * V >= layers * 26 * d && model.vocab > 0 ? "model.vocab" : "model.d_model";
+  s.sample_key = 2 * V >= layers * per_block && model.vocab > 0 ? "model.vocab" : "model.d_model";
   return s;
 }
 
-}  // namespace
-
-ModelRegistration gpt_registration() {
+ModelRegistration decoder_registration(ModelType type, const char* name) {
   ModelRegistration r;
-  r.type = ModelType::gpt;
-  r.name = "gpt";
-  r.config_keys = {"model.n_layer", "model.n_head", "model.d_model",
-                   "model.seq_len", "model.vocab",  "model.dropout"};
+  r.type = type;
+  r.name = name;
+  r.config_keys = {"model.n_layer",
+                   "model.n_head",
+                   "model.d_model",
+                   "model.seq_len",
+                   "model.vocab",
+                   "model.dropout",
+                   "model.n_kv_head",
+                   "model.d_ff",
+                   "model.positions",
+                   "model.rope_theta",
+                   "model.rope_scaling_factor",
+                   "model.rope_low_freq_factor",
+                   "model.rope_high_freq_factor",
+                   "model.rope_original_context",
+                   "model.norm",
+                   "model.norm_eps",
+                   "model.mlp",
+                   "model.bias",
+                   "model.tied_head"};
   r.data = DataKind::tokens;
   r.tensor_parallel = true;
   r.pipeline_parallel = true;
@@ -62,19 +121,22 @@ ModelRegistration gpt_registration() {
   r.unit_costs = [](const ModelConfig& model, const DataShape& data) {
     return nn::gpt_unit_costs(gpt_spec(model, data, 1));
   };
-  // The gpt's own shape rules (d_model a multiple of n_head, ...), before any data is read;
-  // the vocabulary and the capacity are not known yet.
+  // The shape rules (d_model a multiple of n_head, n_kv_head dividing n_head, ...), before any
+  // data is read; the vocabulary and the capacity are not known yet.
   r.validate = [](const ModelConfig& model) {
-    nn::GptSpec shape;
-    shape.n_layer = model.n_layer, shape.n_head = model.n_head;
-    shape.d_model = model.d_model, shape.seq_len = model.seq_len;
-    shape.vocab = 1, shape.capacity = 1, shape.dropout = model.dropout;
+    const nn::GptSpec shape = decoder_shape(model);
     nn::validate(shape);
+    if (shape.positions == nn::Positions::rope) kernels::rope_inverse_frequencies(shape.rope, 2);
   };
   r.flops_per_sample = flops_of_built;
   r.sizes = gpt_sizes;
   r.to_int8 = int8_converter<nn::Gpt, int8::Int8Gpt>();
   return r;
 }
+
+}  // namespace
+
+ModelRegistration gpt_registration() { return decoder_registration(ModelType::gpt, "gpt"); }
+ModelRegistration llama_registration() { return decoder_registration(ModelType::llama, "llama"); }
 
 }  // namespace trellis

@@ -7,7 +7,7 @@ namespace trellis {
 
 const std::vector<ModelRegistration>& model_registry() {
   static const std::vector<ModelRegistration> registry = {mlp_registration(), cnn_registration(),
-                                                          gpt_registration()};
+                                                          gpt_registration(), llama_registration()};
   return registry;
 }
 

@@ -48,7 +48,7 @@ TEST_CASE("Linear computes x W^T + b", "[nn][layers]") {
   store.finalize(1);
   // W = [[1, 2], [3, 4], [5, 6]], b = [0.5, -1, 2]
   Kokkos::deep_copy(store.param(fc.weight_index()), to_device("w", {1, 2, 3, 4, 5, 6}));
-  Kokkos::deep_copy(store.param(fc.bias_index()), to_device("b", {0.5f, -1, 2}));
+  Kokkos::deep_copy(store.param(*fc.bias_index()), to_device("b", {0.5f, -1, 2}));
   FloatView x = to_device("x", {1, -1, 2, 0.5f});
   fc.forward(as_matrix(x, 2, 2), 2, {});
   CHECK(to_host(fc.output()) == std::vector<float>{-0.5f, -2, 1, 3.5f, 7, 15});
@@ -56,14 +56,14 @@ TEST_CASE("Linear computes x W^T + b", "[nn][layers]") {
   CHECK(store.info(fc.weight_index()).name == "fc.weight");
   CHECK(store.info(fc.weight_index()).shape == Shape{3, 2});
   CHECK(store.info(fc.weight_index()).weight_decay);
-  CHECK_FALSE(store.info(fc.bias_index()).weight_decay);
+  CHECK_FALSE(store.info(*fc.bias_index()).weight_decay);
 }
 
 TEST_CASE("PyTorch Linear default init bounds", "[nn][layers]") {
   nn::ParameterStore store;
   nn::Linear fc(store, "fc", 64, 32, 1);
   store.finalize(2);
-  for (auto i : {fc.weight_index(), fc.bias_index()}) {
+  for (auto i : {fc.weight_index(), *fc.bias_index()}) {
     for (float v : to_host(store.param(i))) CHECK(std::abs(v) <= 0.125f);  // 1/sqrt(64)
   }
 }

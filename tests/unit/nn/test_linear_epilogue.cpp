@@ -47,7 +47,7 @@ StepResult step(nn::Linear& fc, nn::Layer* act, nn::ParameterStore& store, const
   }
   r.dx = to_host(first_rows(fc.input_grad(), n));
   r.dw = to_host(store.grad(fc.weight_index()));
-  r.db = to_host(store.grad(fc.bias_index()));
+  r.db = to_host(store.grad(*fc.bias_index()));
   return r;
 }
 
@@ -114,9 +114,9 @@ TEST_CASE("Linear with a fused ReLU matches finite differences away from the kin
                 nn::InitSpec::uniform(-1.0, 1.0));
   fc.fuse_activation(Activation::relu);
   store.finalize(17);
-  std::vector<float> bias = to_host(store.param(fc.bias_index()));
+  std::vector<float> bias = to_host(store.param(*fc.bias_index()));
   for (float& b : bias) b = b < 0 ? b - 0.5f : b + 0.5f;
-  Kokkos::deep_copy(store.param(fc.bias_index()), to_device("b", bias));
+  Kokkos::deep_copy(store.param(*fc.bias_index()), to_device("b", bias));
   gradcheck_layer(fc, store, 3, random_values(12, 24, 0.0f, 1.0f), nn::StepContext{});
 }
 

@@ -8,7 +8,7 @@
 
 namespace trellis {
 
-enum class ModelType { mlp, cnn, gpt };
+enum class ModelType { mlp, cnn, gpt, llama };
 
 // The one name <-> enum mapping of model.type, made from the model registry
 // (model_registry.hpp): a model's name is given where it is registered.
@@ -25,8 +25,23 @@ struct ModelConfig {
   int blocks = 0;                 // cnn: residual blocks per stage
   std::vector<int> block_widths;  // cnn: inner width of every block (empty: stage widths)
   bool sync_bn = false;           // cnn
-  int n_layer = 0, n_head = 0, d_model = 0, seq_len = 0;  // gpt
-  int vocab = 0;  // gpt, as given: 0 = the data's (DerivedConfig::vocab holds the resolved one)
+  int n_layer = 0, n_head = 0, d_model = 0, seq_len = 0;  // gpt, llama
+  int vocab =
+      0;  // gpt, llama as given: 0 = the data's (DerivedConfig::vocab holds the resolved one)
+  // The decoder family's options (gpt, llama); "auto": the model type's choice (GPT-2's for
+  // gpt, Llama's for llama), resolved by its registration.
+  int n_kv_head = 0;               // 0: n_head
+  int d_ff = 0;                    // 0: gpt 4 d_model, llama 8 d_model / 3 up to a multiple of 256
+  std::string positions = "auto";  // learned | rope
+  std::string norm = "auto";       // layernorm | rmsnorm
+  std::string mlp = "auto";        // gelu | swiglu
+  std::string bias = "auto";       // true | false
+  std::string tied_head = "auto";  // true | false
+  double rope_theta = 10000.0;
+  double rope_scaling_factor = 0.0;  // Llama 3 frequency scaling; 0: none
+  double rope_low_freq_factor = 1.0, rope_high_freq_factor = 4.0;
+  int rope_original_context = 8192;
+  float norm_eps = 1e-5f;
 };
 
 // kernels.*: how the layers compute, which is no property of the model (a checkpoint resumes

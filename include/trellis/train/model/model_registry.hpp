@@ -108,5 +108,6 @@ std::vector<double> model_unit_costs(const ModelConfig& model, const DataShape& 
 ModelRegistration mlp_registration();
 ModelRegistration cnn_registration();
 ModelRegistration gpt_registration();
+ModelRegistration llama_registration();
 
 }  // namespace trellis

@@ -1,0 +1,25 @@
+#include "trellis/nn/decoder_spec.hpp"
+
+#include "trellis/core/error.hpp"
+
+#include <string>
+
+namespace trellis::nn {
+
+MlpKind parse_mlp_kind(const std::string& name) {
+  if (name == "gelu") return MlpKind::gelu;
+  if (name == "swiglu") return MlpKind::swiglu;
+  throw ConfigError("config key model.mlp = \"" + name + "\": expected gelu or swiglu");
+}
+
+const char* mlp_kind_name(MlpKind kind) { return kind == MlpKind::swiglu ? "swiglu" : "gelu"; }
+
+RotaryTables::RotaryTables(const kernels::RopeSpec& spec, int head_dim_, int positions_)
+    : head_dim(head_dim_), positions(positions_) {
+  const auto size = static_cast<std::size_t>(positions_) * static_cast<std::size_t>(head_dim_ / 2);
+  cos = FloatView("trellis::nn::rope.cos", size);
+  sin = FloatView("trellis::nn::rope.sin", size);
+  kernels::rope_tables(spec, head_dim_, positions_, cos, sin);
+}
+
+}  // namespace trellis::nn
