@@ -21,24 +21,31 @@ Dims check_dims(const char* who, const ConstMatrix& qkv, const FlashAttentionSha
   const std::size_t n = qkv.extent(0), width = qkv.extent(1);
   const std::size_t T = static_cast<std::size_t>(shape.seq_len > 0 ? shape.seq_len : 1);
   const std::size_t H = static_cast<std::size_t>(shape.n_head > 0 ? shape.n_head : 1);
-  const bool ok = shape.seq_len > 0 && shape.n_head > 0 && width % 3 == 0 && (width / 3) % H == 0 &&
-                  width > 0 && n % T == 0 && out_rows == n && out_cols == width / 3 &&
-                  per_row_size == n * H && mask.p >= 0.0f && mask.p < 1.0f;
+  const int kv_heads = shape.n_kv_head == 0 ? shape.n_head : shape.n_kv_head;
+  const std::size_t KVH = static_cast<std::size_t>(kv_heads > 0 ? kv_heads : 1);
+  const std::size_t hd = width / (H + 2 * KVH);
+  const bool ok = shape.seq_len > 0 && shape.n_head > 0 && kv_heads > 0 && H % KVH == 0 &&
+                  width % (H + 2 * KVH) == 0 && width > 0 && n % T == 0 && out_rows == n &&
+                  out_cols == H * hd && per_row_size == n * H && mask.p >= 0.0f && mask.p < 1.0f;
   if (!ok) {
     throw Error(std::string(who) + ": qkv " + extents_string(qkv) + ", output [" +
                 std::to_string(out_rows) + ", " + std::to_string(out_cols) + "], per-row buffer " +
-                std::to_string(per_row_size) + ", " + std::to_string(shape.n_head) +
-                " heads, seq_len " + std::to_string(shape.seq_len) + ", dropout " +
+                std::to_string(per_row_size) + ", " + std::to_string(shape.n_head) + " heads, " +
+                std::to_string(shape.n_kv_head) + " kv heads (n_kv_head; 0: as many as heads)" +
+                ", seq_len " + std::to_string(shape.seq_len) + ", dropout " +
                 std::to_string(mask.p) +
-                " (need qkv [n, 3d], output [n, d], n % seq_len == 0, d % heads == 0, "
-                "per-row buffer n * heads, 0 <= dropout < 1)");
+                " (need qkv [n, (heads + 2 kv heads) hd], output [n, heads hd], heads % kv heads "
+                "== 0, n % seq_len == 0, per-row buffer n * heads, 0 <= dropout < 1)");
   }
   Dims dims{};
   dims.sequences = static_cast<std::int64_t>(n / T);
   dims.T = static_cast<std::int64_t>(T);
   dims.H = static_cast<std::int64_t>(H);
-  dims.d = static_cast<std::int64_t>(width / 3);
-  dims.hd = dims.d / dims.H;
+  dims.KVH = static_cast<std::int64_t>(KVH);
+  dims.group = dims.H / dims.KVH;
+  dims.hd = static_cast<std::int64_t>(hd);
+  dims.d = dims.H * dims.hd;
+  dims.layout = QkvLayout{dims.H, dims.KVH, dims.hd};
   dims.qkv_ld = static_cast<std::int64_t>(width);
   dims.out_ld = dims.d;
   dims.scale = 1.0f / math::sqrt(static_cast<float>(dims.hd));
@@ -87,9 +94,10 @@ void flash_attention_forward(ConstMatrix qkv, const FlashAttentionShape& shape, 
         const std::int64_t q0 = (team.league_rank() % q_tiles) * kTileQ;
         const std::int64_t b = bh / D.H, h = bh % D.H, hd = D.hd;
         const std::int64_t qn = D.T - q0 < kTileQ ? D.T - q0 : kTileQ;
-        const float* q_rows = qkv_data + b * D.T * D.qkv_ld + h * hd;  // row t: + t * qkv_ld
-        const float* k_rows = q_rows + D.d;
-        const float* v_rows = q_rows + 2 * D.d;
+        const float* seq_rows = qkv_data + b * D.T * D.qkv_ld;  // row t: + t * qkv_ld
+        const float* q_rows = seq_rows + D.layout.q_col(h);
+        const float* k_rows = seq_rows + D.layout.k_col(h / D.group);  // the kv head's columns
+        const float* v_rows = seq_rows + D.layout.v_col(h / D.group);
         Scratch kt(team.team_scratch(0), hd * kTileK);     // K^T of the tile [hd][kTileK]
         Scratch s(team.team_scratch(0), kTileQ * kTileK);  // scores, then probabilities
         Scratch acc(team.team_scratch(0), kTileQ * hd);    // unnormalised output rows

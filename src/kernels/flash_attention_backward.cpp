@@ -53,31 +53,32 @@ void flash_attention_backward(ConstMatrix qkv, ConstMatrix out, ConstMatrix dout
         delta_data[(b * D.H + h) * D.T + t] = dot;
       });
 
+  // One team per (sequence, kv head): the dk/dv of its key tiles sum over the group's query
+  // heads in scratch, so no other team writes them (header: why no atomics).
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::attn::flash_bwd"),
-      team_policy(sequences * D.H, flash_backward_scratch_bytes(static_cast<int>(D.hd))),
+      team_policy(sequences * D.KVH, flash_backward_scratch_bytes(static_cast<int>(D.hd))),
       KOKKOS_LAMBDA(const Team& team) {
-        const std::int64_t bh = team.league_rank();
-        const std::int64_t b = bh / D.H, h = bh % D.H, hd = D.hd, T = D.T;
-        const std::int64_t head_col = b * T * D.qkv_ld + h * hd;
-        const float* q_rows = qkv_data + head_col;  // row t: + t * qkv_ld
-        const float* k_rows = q_rows + D.d;
-        const float* v_rows = q_rows + 2 * D.d;
-        float* dq_rows = dqkv_data + head_col;
-        float* dk_rows = dq_rows + D.d;
-        float* dv_rows = dq_rows + 2 * D.d;
-        const float* dout_rows = dout_data + b * T * D.out_ld + h * hd;  // row t: + t * out_ld
-        const float* lse_bh = lse_data + bh * T;
-        const float* delta_bh = delta_data + bh * T;
+        const std::int64_t b = team.league_rank() / D.KVH, kv = team.league_rank() % D.KVH;
+        const std::int64_t hd = D.hd, T = D.T;
+        const std::int64_t h0 = kv * D.group;           // query heads h0 .. h0 + group - 1
+        const std::int64_t seq_col = b * T * D.qkv_ld;  // row t: + t * qkv_ld
+        const float* k_rows = qkv_data + seq_col + D.layout.k_col(kv);
+        const float* v_rows = qkv_data + seq_col + D.layout.v_col(kv);
+        float* dk_rows = dqkv_data + seq_col + D.layout.k_col(kv);
+        float* dv_rows = dqkv_data + seq_col + D.layout.v_col(kv);
         Scratch kt(team.team_scratch(0), hd * kTileK);      // K^T [hd][kTileK]
         Scratch vt(team.team_scratch(0), hd * kTileK);      // V^T [hd][kTileK]
         Scratch p(team.team_scratch(0), kTileQ * kTileK);   // (dropped) probabilities
         Scratch ds(team.team_scratch(0), kTileQ * kTileK);  // dP, then dS (unscaled)
         Scratch dk(team.team_scratch(0), kTileK * hd);      // the key tile's dk, dv rows
         Scratch dv(team.team_scratch(0), kTileK * hd);
-        team_for(team, T, [&](const std::int64_t t) {
-          vector_for(team, hd, [&](const std::int64_t c) { dq_rows[t * D.qkv_ld + c] = 0.0f; });
-        });
+        for (std::int64_t h = h0; h < h0 + D.group; ++h) {
+          float* dq_rows = dqkv_data + seq_col + D.layout.q_col(h);
+          team_for(team, T, [&](const std::int64_t t) {
+            vector_for(team, hd, [&](const std::int64_t c) { dq_rows[t * D.qkv_ld + c] = 0.0f; });
+          });
+        }
         for (std::int64_t k0 = 0; k0 < T; k0 += kTileK) {
           const std::int64_t kn = T - k0 < kTileK ? T - k0 : kTileK;
           team.team_barrier();  // dq zeroed / the previous tile's scratch written out
@@ -91,73 +92,82 @@ void flash_attention_backward(ConstMatrix qkv, ConstMatrix out, ConstMatrix dout
               dv(j * hd + c) = 0.0f;
             });
           });
-          // Query tiles from the one holding row k0 (rows above see none of these keys).
-          for (std::int64_t q0 = k0 / kTileQ * kTileQ; q0 < T; q0 += kTileQ) {
-            const std::int64_t qn = T - q0 < kTileQ ? T - q0 : kTileQ;
-            team.team_barrier();
-            team_for(team, qn, [&](const std::int64_t i) {
-              const std::int64_t t = q0 + i;
-              const std::int64_t vis = visible_keys(t, k0, kn);
-              float* prow = &p(i * kTileK);
-              float* dsrow = &ds(i * kTileK);
-              vector_for(team, kn, [&](const std::int64_t j) {
-                prow[j] = 0.0f;
-                dsrow[j] = 0.0f;
+          for (std::int64_t h = h0; h < h0 + D.group; ++h) {
+            const std::int64_t bh = b * D.H + h;
+            const float* q_rows = qkv_data + seq_col + D.layout.q_col(h);
+            float* dq_rows = dqkv_data + seq_col + D.layout.q_col(h);
+            const float* dout_rows = dout_data + b * T * D.out_ld + h * hd;  // + t * out_ld
+            const float* lse_bh = lse_data + bh * T;
+            const float* delta_bh = delta_data + bh * T;
+            // Query tiles from the one holding row k0 (rows above see none of these keys).
+            for (std::int64_t q0 = k0 / kTileQ * kTileQ; q0 < T; q0 += kTileQ) {
+              const std::int64_t qn = T - q0 < kTileQ ? T - q0 : kTileQ;
+              team.team_barrier();
+              team_for(team, qn, [&](const std::int64_t i) {
+                const std::int64_t t = q0 + i;
+                const std::int64_t vis = visible_keys(t, k0, kn);
+                float* prow = &p(i * kTileK);
+                float* dsrow = &ds(i * kTileK);
+                vector_for(team, kn, [&](const std::int64_t j) {
+                  prow[j] = 0.0f;
+                  dsrow[j] = 0.0f;
+                });
+                if (vis == 0) return;
+                const float* q_row = q_rows + t * D.qkv_ld;
+                const float* dout_row = dout_rows + t * D.out_ld;
+                for (std::int64_t c = 0; c < hd; ++c) {
+                  const float qc = q_row[c] * D.scale, gc = dout_row[c];
+                  const float* kt_row = &kt(c * kTileK);
+                  const float* vt_row = &vt(c * kTileK);
+                  vector_for(team, vis, [&](const std::int64_t j) {
+                    prow[j] += qc * kt_row[j];   // s
+                    dsrow[j] += gc * vt_row[j];  // dP (of the dropped P)
+                  });
+                }
+                const float lse_t = lse_bh[t], delta_t = delta_bh[t];
+                if (D.dropout) {
+                  const auto row = static_cast<std::uint64_t>(bh * T + t);
+                  const auto cols = static_cast<std::uint64_t>(T);
+                  vector_for(team, vis, [&](const std::int64_t j) {
+                    const float prob = math::fast_exp(prow[j] - lse_t);
+                    const float f =
+                        dropout_keep(drop, row, static_cast<std::uint64_t>(k0 + j), cols)
+                            ? D.keep_scale
+                            : 0.0f;
+                    dsrow[j] = prob * (dsrow[j] * f - delta_t);
+                    prow[j] = prob * f;
+                  });
+                } else {
+                  vector_for(team, vis, [&](const std::int64_t j) {
+                    const float prob = math::fast_exp(prow[j] - lse_t);
+                    dsrow[j] = prob * (dsrow[j] - delta_t);
+                    prow[j] = prob;
+                  });
+                }
+                float* dq_row = dq_rows + t * D.qkv_ld;  // dq_t += scale sum_j dS_tj k_j
+                for (std::int64_t j = 0; j < vis; ++j) {
+                  const float g = dsrow[j] * D.scale;
+                  const float* k_row = k_rows + (k0 + j) * D.qkv_ld;
+                  vector_for(team, hd, [&](const std::int64_t c) { dq_row[c] += g * k_row[c]; });
+                }
               });
-              if (vis == 0) return;
-              const float* q_row = q_rows + t * D.qkv_ld;
-              const float* dout_row = dout_rows + t * D.out_ld;
-              for (std::int64_t c = 0; c < hd; ++c) {
-                const float qc = q_row[c] * D.scale, gc = dout_row[c];
-                const float* kt_row = &kt(c * kTileK);
-                const float* vt_row = &vt(c * kTileK);
-                vector_for(team, vis, [&](const std::int64_t j) {
-                  prow[j] += qc * kt_row[j];   // s
-                  dsrow[j] += gc * vt_row[j];  // dP (of the dropped P)
-                });
-              }
-              const float lse_t = lse_bh[t], delta_t = delta_bh[t];
-              if (D.dropout) {
-                const auto row = static_cast<std::uint64_t>(bh * T + t);
-                const auto cols = static_cast<std::uint64_t>(T);
-                vector_for(team, vis, [&](const std::int64_t j) {
-                  const float prob = math::fast_exp(prow[j] - lse_t);
-                  const float f = dropout_keep(drop, row, static_cast<std::uint64_t>(k0 + j), cols)
-                                      ? D.keep_scale
-                                      : 0.0f;
-                  dsrow[j] = prob * (dsrow[j] * f - delta_t);
-                  prow[j] = prob * f;
-                });
-              } else {
-                vector_for(team, vis, [&](const std::int64_t j) {
-                  const float prob = math::fast_exp(prow[j] - lse_t);
-                  dsrow[j] = prob * (dsrow[j] - delta_t);
-                  prow[j] = prob;
-                });
-              }
-              float* dq_row = dq_rows + t * D.qkv_ld;  // dq_t += scale sum_j dS_tj k_j
-              for (std::int64_t j = 0; j < vis; ++j) {
-                const float g = dsrow[j] * D.scale;
-                const float* k_row = k_rows + (k0 + j) * D.qkv_ld;
-                vector_for(team, hd, [&](const std::int64_t c) { dq_row[c] += g * k_row[c]; });
-              }
-            });
-            team.team_barrier();
-            // dv_j += sum_i P_ij dout_i, dk_j += scale sum_i dS_ij q_i (rows i >= key j only).
-            team_for(team, kn, [&](const std::int64_t j) {
-              const std::int64_t first = k0 + j - q0 > 0 ? k0 + j - q0 : 0;
-              float* dk_row = &dk(j * hd);
-              float* dv_row = &dv(j * hd);
-              for (std::int64_t i = first; i < qn; ++i) {
-                const float pij = p(i * kTileK + j), g = ds(i * kTileK + j) * D.scale;
-                const float* q_row = q_rows + (q0 + i) * D.qkv_ld;
-                const float* dout_row = dout_rows + (q0 + i) * D.out_ld;
-                vector_for(team, hd, [&](const std::int64_t c) {
-                  dv_row[c] += pij * dout_row[c];
-                  dk_row[c] += g * q_row[c];
-                });
-              }
-            });
+              team.team_barrier();
+              // dv_j += sum_i P_ij dout_i, dk_j += scale sum_i dS_ij q_i (rows i >= key j only).
+              team_for(team, kn, [&](const std::int64_t j) {
+                const std::int64_t first = k0 + j - q0 > 0 ? k0 + j - q0 : 0;
+                float* dk_row = &dk(j * hd);
+                float* dv_row = &dv(j * hd);
+                for (std::int64_t i = first; i < qn; ++i) {
+                  const float pij = p(i * kTileK + j), g = ds(i * kTileK + j) * D.scale;
+                  const float* q_row = q_rows + (q0 + i) * D.qkv_ld;
+                  const float* dout_row = dout_rows + (q0 + i) * D.out_ld;
+                  vector_for(team, hd, [&](const std::int64_t c) {
+                    dv_row[c] += pij * dout_row[c];
+                    dk_row[c] += g * q_row[c];
+                  });
+                }
+              });
+            }
           }
           team.team_barrier();
           team_for(team, kn, [&](const std::int64_t j) {

@@ -3,8 +3,8 @@
 // register-blocked vector loops of flash_attention_tiles.cpp where the head dimension is whole
 // 16-float vectors, else sgemm calls; the backward ones (S, dP = dout v^T, dq += dS k,
 // dk += dS^T q, dv += P^T dout) are sgemm calls on the strided
-// q/k/v/dout rows themselves (leading dimension 3d or d: no tile copies); the per-row work
-// between them (mask, max, exp, sums, dropout, rescale) is a loop over a whole tile row of
+// q/k/v/dout rows themselves (leading dimension d + 2 KVH hd, or d: no tile copies); the per-row
+// work between them (mask, max, exp, sums, dropout, rescale) is a loop over a whole tile row of
 // kHostTile columns, compiled in AVX-512 / AVX2 / baseline clones (TRELLIS_HOST_CLONES), with
 // reductions in 16 explicit lanes so they vectorise without -ffast-math. Tiles live on the
 // stack (no allocation). Work items run one after another: Trellis runs one rank per core.
@@ -47,7 +47,8 @@ inline std::int64_t visible_keys(std::int64_t t, std::int64_t k0, std::int64_t k
 }
 
 // Row-major C = alpha op(A) op(B) + beta C on strided operands (the q/k/v column blocks have
-// row stride 3d), so no tile is copied: oneDNN's sgemm (JIT for the host's ISA) or the BLAS.
+// row stride d + 2 KVH hd), so no tile is copied: oneDNN's sgemm (JIT for the host's ISA) or the
+// BLAS.
 void tile_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
                float beta, float* c, std::int64_t ldc) {
@@ -191,9 +192,10 @@ void forward_item(const Dims& D, const float* qkv, float* out, float* lse, const
   const std::int64_t hd = D.hd, T = D.T, ld = D.qkv_ld;
   const std::int64_t b = bh / D.H, h = bh % D.H;
   const std::int64_t qn = T - q0 < B ? T - q0 : B;
-  const float* q_rows = qkv + b * T * ld + h * hd;  // row t: + t * ld
-  const float* k_rows = q_rows + D.d;
-  const float* v_rows = q_rows + 2 * D.d;
+  const float* seq_rows = qkv + b * T * ld;  // row t: + t * ld
+  const float* q_rows = seq_rows + D.layout.q_col(h);
+  const float* k_rows = seq_rows + D.layout.k_col(h / D.group);  // the kv head's columns
+  const float* v_rows = seq_rows + D.layout.v_col(h / D.group);
   alignas(64) float s[B * B];         // scores, then probabilities [qn][B]
   alignas(64) float acc[B * kMaxHd];  // unnormalised output rows [qn][hd]
   float m[B], l[B];                   // running max and sum of exp(s - m) per row
@@ -228,31 +230,32 @@ void forward_item(const Dims& D, const float* qkv, float* out, float* lse, const
   }
 }
 
-// Backward of one (sequence b, head h): key tiles outer, so the tile's dk/dv rows accumulate
-// on the stack and are written once; dq rows of this (b, h) belong to this item alone.
+// Backward of one (sequence b, kv head kv): key tiles outer, so the tile's dk/dv rows
+// accumulate on the stack over the group's query heads and are written once; the dq rows of
+// those query heads belong to this item alone.
 void backward_item(const Dims& D, const float* qkv, const float* out, const float* dout,
                    const float* lse, float* delta, float* dqkv, const DropoutMask& mask,
-                   std::int64_t bh) {
+                   std::int64_t b, std::int64_t kv) {
   const std::int64_t hd = D.hd, T = D.T, ld = D.qkv_ld, old = D.out_ld;
-  const std::int64_t b = bh / D.H, h = bh % D.H;
-  const std::int64_t head_col = b * T * ld + h * hd;
-  const float* q_rows = qkv + head_col;
-  const float* k_rows = q_rows + D.d;
-  const float* v_rows = q_rows + 2 * D.d;
-  float* dq_rows = dqkv + head_col;
-  float* dk_rows = dq_rows + D.d;
-  float* dv_rows = dq_rows + 2 * D.d;
-  const float* dout_rows = dout + b * T * old + h * hd;
-  const float* out_rows = out + b * T * old + h * hd;
-  const float* lse_bh = lse + bh * T;
-  float* delta_bh = delta + bh * T;
+  const std::int64_t h0 = kv * D.group, h1 = h0 + D.group;  // the query heads of kv
+  const std::int64_t seq_col = b * T * ld;
+  const float* k_rows = qkv + seq_col + D.layout.k_col(kv);  // row t: + t * ld
+  const float* v_rows = qkv + seq_col + D.layout.v_col(kv);
+  float* dk_rows = dqkv + seq_col + D.layout.k_col(kv);
+  float* dv_rows = dqkv + seq_col + D.layout.v_col(kv);
   alignas(64) float p[B * B], ds[B * B];             // scores -> P', dP -> dS [qn][B]
   alignas(64) float dk[B * kMaxHd], dv[B * kMaxHd];  // the key tile's gradients [kn][hd]
-  for (std::int64_t t = 0; t < T; ++t) {             // D_t = dout_t . out_t; dq_t = 0
-    float dot = 0.0f;                                // T * hd per item: not worth lanes
-    for (std::int64_t c = 0; c < hd; ++c) dot += out_rows[t * old + c] * dout_rows[t * old + c];
-    delta_bh[t] = dot;
-    for (std::int64_t c = 0; c < hd; ++c) dq_rows[t * ld + c] = 0.0f;
+  for (std::int64_t h = h0; h < h1; ++h) {           // D_t = dout_t . out_t; dq_t = 0
+    const float* dout_rows = dout + b * T * old + h * hd;
+    const float* out_rows = out + b * T * old + h * hd;
+    float* delta_bh = delta + (b * D.H + h) * T;
+    float* dq_rows = dqkv + seq_col + D.layout.q_col(h);
+    for (std::int64_t t = 0; t < T; ++t) {
+      float dot = 0.0f;  // T * hd per head: not worth lanes
+      for (std::int64_t c = 0; c < hd; ++c) dot += out_rows[t * old + c] * dout_rows[t * old + c];
+      delta_bh[t] = dot;
+      for (std::int64_t c = 0; c < hd; ++c) dq_rows[t * ld + c] = 0.0f;
+    }
   }
   for (std::int64_t k0 = 0; k0 < T; k0 += B) {
     const std::int64_t kn = T - k0 < B ? T - k0 : B;
@@ -260,17 +263,24 @@ void backward_item(const Dims& D, const float* qkv, const float* out, const floa
       for (std::int64_t c = 0; c < hd; ++c) dk[j * hd + c] = dv[j * hd + c] = 0.0f;
     const float* k_tile = k_rows + k0 * ld;
     const float* v_tile = v_rows + k0 * ld;
-    for (std::int64_t q0 = k0; q0 < T; q0 += B) {  // query tiles at and below the diagonal
-      const std::int64_t qn = T - q0 < B ? T - q0 : B;
-      const float* q_tile = q_rows + q0 * ld;
-      const float* dout_tile = dout_rows + q0 * old;
-      tile_gemm(false, true, qn, kn, hd, D.scale, q_tile, ld, k_tile, ld, 0.0f, p, B);    // s
-      tile_gemm(false, true, qn, kn, hd, 1.0f, dout_tile, old, v_tile, ld, 0.0f, ds, B);  // dP
-      probabilities_tile(D, mask, bh, q0, qn, k0, kn, lse_bh, delta_bh, p, ds);
-      // dq += scale dS k;  dk += scale dS^T q;  dv += P'^T dout.
-      tile_gemm(false, false, qn, hd, kn, D.scale, ds, B, k_tile, ld, 1.0f, dq_rows + q0 * ld, ld);
-      tile_gemm(true, false, kn, hd, qn, D.scale, ds, B, q_tile, ld, 1.0f, dk, hd);
-      tile_gemm(true, false, kn, hd, qn, 1.0f, p, B, dout_tile, old, 1.0f, dv, hd);
+    for (std::int64_t h = h0; h < h1; ++h) {
+      const std::int64_t bh = b * D.H + h;
+      const float* q_rows = qkv + seq_col + D.layout.q_col(h);
+      float* dq_rows = dqkv + seq_col + D.layout.q_col(h);
+      const float* dout_rows = dout + b * T * old + h * hd;
+      for (std::int64_t q0 = k0; q0 < T; q0 += B) {  // query tiles at and below the diagonal
+        const std::int64_t qn = T - q0 < B ? T - q0 : B;
+        const float* q_tile = q_rows + q0 * ld;
+        const float* dout_tile = dout_rows + q0 * old;
+        tile_gemm(false, true, qn, kn, hd, D.scale, q_tile, ld, k_tile, ld, 0.0f, p, B);    // s
+        tile_gemm(false, true, qn, kn, hd, 1.0f, dout_tile, old, v_tile, ld, 0.0f, ds, B);  // dP
+        probabilities_tile(D, mask, bh, q0, qn, k0, kn, lse + bh * T, delta + bh * T, p, ds);
+        // dq += scale dS k;  dk += scale dS^T q;  dv += P'^T dout.
+        tile_gemm(false, false, qn, hd, kn, D.scale, ds, B, k_tile, ld, 1.0f, dq_rows + q0 * ld,
+                  ld);
+        tile_gemm(true, false, kn, hd, qn, D.scale, ds, B, q_tile, ld, 1.0f, dk, hd);
+        tile_gemm(true, false, kn, hd, qn, 1.0f, p, B, dout_tile, old, 1.0f, dv, hd);
+      }
     }
     for (std::int64_t j = 0; j < kn; ++j)
       for (std::int64_t c = 0; c < hd; ++c) {
@@ -292,8 +302,9 @@ void host_forward(const Dims& D, const float* qkv, float* out, float* lse,
 
 void host_backward(const Dims& D, const float* qkv, const float* out, const float* dout,
                    const float* lse, float* delta, float* dqkv, const DropoutMask& mask) {
-  for (std::int64_t bh = 0; bh < D.sequences * D.H; ++bh)
-    backward_item(D, qkv, out, dout, lse, delta, dqkv, mask, bh);
+  for (std::int64_t b = 0; b < D.sequences; ++b)
+    for (std::int64_t kv = 0; kv < D.KVH; ++kv)
+      backward_item(D, qkv, out, dout, lse, delta, dqkv, mask, b, kv);
 }
 
 }  // namespace trellis::kernels::flash

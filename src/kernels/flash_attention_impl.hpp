@@ -4,6 +4,7 @@
 
 #include "trellis/kernels/dropout.hpp"
 #include "trellis/kernels/flash_attention.hpp"
+#include "trellis/kernels/qkv_layout.hpp"
 
 #include <cstdint>
 
@@ -12,8 +13,10 @@ namespace trellis::kernels::flash {
 // Index constants of one call (layouts in kernels/flash_attention.hpp).
 struct Dims {
   std::int64_t sequences, T, H, hd, d, qkv_ld, out_ld;  // out_ld = d: out/dout are [n, d]
-  float scale;                                          // 1 / sqrt(hd)
-  float keep_scale;                                     // 1 / (1 - p)
+  std::int64_t KVH, group;  // kv heads; query heads per kv head (query head h: kv head h / group)
+  QkvLayout layout;         // where each head's columns sit in a qkv row
+  float scale;              // 1 / sqrt(hd)
+  float keep_scale;         // 1 / (1 - p)
   bool dropout;
 };
 
@@ -42,7 +45,8 @@ Dims check_dims(const char* who, const ConstMatrix& qkv, const FlashAttentionSha
 // Plain loops over raw pointers, parallel over the host execution space's threads.
 void host_forward(const Dims& dims, const float* qkv, float* out, float* lse,
                   const DropoutMask& mask);
-// delta: [sequences * H * T], written (D = rowsum(dout * out)); dqkv: written.
+// delta: [sequences * H * T], written (D = rowsum(dout * out)); dqkv: written. Items per
+// (sequence, kv head).
 void host_backward(const Dims& dims, const float* qkv, const float* out, const float* dout,
                    const float* lse, float* delta, float* dqkv, const DropoutMask& mask);
 

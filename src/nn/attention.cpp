@@ -161,11 +161,7 @@ std::int64_t CausalSelfAttention::flops_per_sample() const {
 }
 
 kernels::FlashAttentionShape CausalSelfAttention::shape() const {
-  if (layout_.grouped())
-    throw ConfigError("attention \"" + name() +
-                      "\": model.n_kv_head < model.n_head needs the "
-                      "grouped-query flash kernels");
-  return kernels::FlashAttentionShape{n_head_, seq_len_};
+  return kernels::FlashAttentionShape{n_head_, seq_len_, static_cast<int>(layout_.n_kv_head)};
 }
 
 kernels::Vector CausalSelfAttention::lse_rows(int n) const {

@@ -12,7 +12,7 @@ compare() { "$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5
   --out-dir "$WORK/tokens" > /dev/null
 llama=(train --config "$TRELLIS_SRC/inputs/gpt_char.ini" --model.type=llama
        --data.train="$WORK/tokens/train.h5" --data.test="$WORK/tokens/val.h5" --model.n_layer=2
-       --model.n_head=4 --model.n_kv_head=4 --model.d_model=32 --model.d_ff=48 --model.seq_len=32
+       --model.n_head=4 --model.n_kv_head=2 --model.d_model=32 --model.d_ff=48 --model.seq_len=32
        --model.dropout=0.1 --train.global_batch=8 --train.max_steps=20 --train.eval_interval=0
        --train.eval_batch=8 --train.eval_max_samples=64 --log.interval=1 --sched.warmup_steps=5)
 trellis_run 1 "${llama[@]}" --train.micro_batch=4 --run.dir="$WORK/1" > "$WORK/1.log"

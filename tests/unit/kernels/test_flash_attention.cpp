@@ -2,13 +2,16 @@
 // they replaced (split heads, stacked GEMMs into [S*H*T, T] scores, causal softmax, dropout,
 // PV, merge; kernels/attention.hpp), forward and backward, over shapes that exercise partial
 // tiles, a sequence shorter than a tile, several heads and sequences, hd = 8/32/64, with and
-// without dropout; the logsumexp against a double-precision sum.
+// without dropout; the logsumexp against a double-precision sum. Grouped-query attention against
+// the same reference on k/v repeated per query head (dk/dv of a kv head: the sum over its query
+// heads).
 #include "catch.hpp"
 #include "unit/support/nn_helpers.hpp"
 
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/attention.hpp"
 #include "trellis/kernels/flash_attention.hpp"
+#include "trellis/kernels/qkv_layout.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -31,7 +34,11 @@ namespace {
 struct Case {
   int sequences, heads, seq_len, head_dim;
   float dropout;
+  int kv_heads = 0;  // 0: heads (multi-head attention)
 };
+
+int kv_heads(const Case& c) { return c.kv_heads == 0 ? c.heads : c.kv_heads; }
+int qkv_width(const Case& c) { return (c.heads + 2 * kv_heads(c)) * c.head_dim; }
 
 struct Result {
   std::vector<float> out, dqkv;
@@ -97,6 +104,77 @@ Result reference(const Case& c, const FloatView& qkv, const FloatView& dout) {
   return {to_host(out), to_host(dqkv)};
 }
 
+// qkv [n, (H + 2 KVH) hd] (grouped layout, kernels/qkv_layout.hpp) -> [n, 3 H hd] with kv
+// head h / g repeated for query head h.
+std::vector<float> repeat_kv(const Case& c, const std::vector<float>& qkv) {
+  const int T = c.seq_len, H = c.heads, hd = c.head_dim, g = H / kv_heads(c), d = H * hd;
+  const int n = c.sequences * T, width = qkv_width(c);
+  const kernels::QkvLayout L{H, kv_heads(c), hd};
+  std::vector<float> full(sz(n) * sz(3 * d));
+  for (int r = 0; r < n; ++r)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < hd; ++i) {
+        const std::size_t src = sz(r) * sz(width), dst = sz(r) * sz(3 * d), col = sz(h * hd + i);
+        full[dst + col] = qkv[src + sz(L.q_col(h) + i)];
+        full[dst + sz(d) + col] = qkv[src + sz(L.k_col(h / g) + i)];
+        full[dst + sz(2 * d) + col] = qkv[src + sz(L.v_col(h / g) + i)];
+      }
+  return full;
+}
+
+// dqkv [n, 3 H hd] of the repeated k/v -> [n, (H + 2 KVH) hd]: dk/dv of kv head j summed
+// (in double) over query heads [j g, (j + 1) g).
+std::vector<float> sum_kv(const Case& c, const std::vector<float>& full) {
+  const int T = c.seq_len, H = c.heads, hd = c.head_dim, g = H / kv_heads(c), d = H * hd;
+  const int n = c.sequences * T, width = qkv_width(c);
+  const kernels::QkvLayout L{H, kv_heads(c), hd};
+  std::vector<float> dqkv(sz(n) * sz(width));
+  for (int r = 0; r < n; ++r) {
+    const float* src = full.data() + sz(r) * sz(3 * d);
+    float* dst = dqkv.data() + sz(r) * sz(width);
+    for (int h = 0; h < H; ++h) std::copy(src + h * hd, src + (h + 1) * hd, dst + L.q_col(h));
+    for (int j = 0; j < kv_heads(c); ++j)
+      for (int i = 0; i < hd; ++i) {
+        double dk = 0.0, dv = 0.0;
+        for (int h = j * g; h < (j + 1) * g; ++h) {
+          dk += src[d + h * hd + i];
+          dv += src[2 * d + h * hd + i];
+        }
+        dst[L.k_col(j) + i] = static_cast<float>(dk);
+        dst[L.v_col(j) + i] = static_cast<float>(dv);
+      }
+  }
+  return dqkv;
+}
+
+// The reference for any kv head count (qkv in the flash layout).
+Result expected(const Case& c, const std::vector<float>& qkv_host, const FloatView& dout) {
+  if (kv_heads(c) == c.heads) return reference(c, to_device("qkv", qkv_host), dout);
+  Result full = reference(c, to_device("qkv_full", repeat_kv(c, qkv_host)), dout);
+  return {full.out, sum_kv(c, full.dqkv)};
+}
+
+// out and dqkv of the flash kernels (forward then backward); lse: the forward's.
+Result run_flash(const Case& c, const std::vector<float>& qkv_host, const FloatView& dout,
+                 std::vector<float>* lse_host = nullptr) {
+  const int T = c.seq_len, H = c.heads, d = H * c.head_dim, n = c.sequences * T;
+  const int width = qkv_width(c);
+  FloatView qkv = to_device("qkv", qkv_host);
+  FloatView out("out", sz(n) * sz(d)), lse("lse", sz(n) * sz(H)), delta("delta", sz(n) * sz(H));
+  // dqkv starts as garbage: the kernel must overwrite every element.
+  FloatView dqkv = to_device("dqkv", random_values(sz(n) * sz(width), 43, 5.0f, 9.0f));
+  const ConstMatrix qkv_m(qkv.data(), sz(n), sz(width));
+  const kernels::FlashAttentionShape shape{H, T, c.kv_heads};
+  kernels::flash_attention_forward(qkv_m, shape, Matrix(out.data(), sz(n), sz(d)),
+                                   Vector(lse.data(), sz(n) * sz(H)), mask_for(c));
+  kernels::flash_attention_backward(
+      qkv_m, ConstMatrix(out.data(), sz(n), sz(d)), ConstMatrix(dout.data(), sz(n), sz(d)),
+      ConstVector(lse.data(), sz(n) * sz(H)), shape, Vector(delta.data(), sz(n) * sz(H)),
+      Matrix(dqkv.data(), sz(n), sz(width)), mask_for(c));
+  if (lse_host != nullptr) *lse_host = to_host(lse);
+  return {to_host(out), to_host(dqkv)};
+}
+
 void require_close(const std::string& what, const std::vector<float>& got,
                    const std::vector<float>& want) {
   REQUIRE(got.size() == want.size());
@@ -115,30 +193,20 @@ void require_close(const std::string& what, const std::vector<float>& got,
 }
 
 void check_case(const Case& c) {
-  INFO("sequences " << c.sequences << ", heads " << c.heads << ", T " << c.seq_len << ", hd "
-                    << c.head_dim << ", dropout " << c.dropout);
-  const int T = c.seq_len, H = c.heads, d = H * c.head_dim, n = c.sequences * T;
-  const std::vector<float> qkv_host = random_values(sz(n) * sz(3 * d), 41, -1.5f, 1.5f);
-  FloatView qkv = to_device("qkv", qkv_host);
+  INFO("sequences " << c.sequences << ", heads " << c.heads << ", kv heads " << kv_heads(c)
+                    << ", T " << c.seq_len << ", hd " << c.head_dim << ", dropout " << c.dropout);
+  const int T = c.seq_len, H = c.heads, hd = c.head_dim, d = H * hd, n = c.sequences * T;
+  const int width = qkv_width(c), g = H / kv_heads(c);
+  const std::vector<float> qkv_host = random_values(sz(n) * sz(width), 41, -1.5f, 1.5f);
   FloatView dout = to_device("dout", random_values(sz(n) * sz(d), 42));
-  const Result want = reference(c, qkv, dout);
+  const Result want = expected(c, qkv_host, dout);
+  std::vector<float> lse_host;
+  const Result got = run_flash(c, qkv_host, dout, &lse_host);
+  require_close("out", got.out, want.out);
+  require_close("dqkv", got.dqkv, want.dqkv);
 
-  FloatView out("out", sz(n) * sz(d)), lse("lse", sz(n) * sz(H)), delta("delta", sz(n) * sz(H));
-  // dqkv starts as garbage: the kernel must overwrite every element.
-  FloatView dqkv = to_device("dqkv", random_values(sz(n) * sz(3 * d), 43, 5.0f, 9.0f));
-  const ConstMatrix qkv_m(qkv.data(), sz(n), sz(3 * d));
-  const kernels::FlashAttentionShape shape{H, T};
-  kernels::flash_attention_forward(qkv_m, shape, Matrix(out.data(), sz(n), sz(d)),
-                                   Vector(lse.data(), sz(n) * sz(H)), mask_for(c));
-  kernels::flash_attention_backward(
-      qkv_m, ConstMatrix(out.data(), sz(n), sz(d)), ConstMatrix(dout.data(), sz(n), sz(d)),
-      ConstVector(lse.data(), sz(n) * sz(H)), shape, Vector(delta.data(), sz(n) * sz(H)),
-      Matrix(dqkv.data(), sz(n), sz(3 * d)), mask_for(c));
-  require_close("out", to_host(out), want.out);
-  require_close("dqkv", to_host(dqkv), want.dqkv);
-
-  // lse of (b, h, t) = log sum_{j <= t} exp(q_t . k_j / sqrt(hd)), in double.
-  const auto lse_host = to_host(lse);
+  // lse of (b, h, t) = log sum_{j <= t} exp(q_t . k_j / sqrt(hd)) (k of kv head h / g), in double.
+  const kernels::QkvLayout L{H, kv_heads(c), hd};
   double worst = 0.0;
   for (int b = 0; b < c.sequences; ++b)
     for (int h = 0; h < H; ++h)
@@ -147,11 +215,11 @@ void check_case(const Case& c) {
         double m = -1e300;
         for (int j = 0; j <= t; ++j) {
           double dot = 0.0;
-          for (int i = 0; i < c.head_dim; ++i) {
-            dot += double(qkv_host[sz(b * T + t) * sz(3 * d) + sz(h * c.head_dim + i)]) *
-                   qkv_host[sz(b * T + j) * sz(3 * d) + sz(d + h * c.head_dim + i)];
+          for (int i = 0; i < hd; ++i) {
+            dot += double(qkv_host[sz(b * T + t) * sz(width) + sz(L.q_col(h) + i)]) *
+                   qkv_host[sz(b * T + j) * sz(width) + sz(L.k_col(h / g) + i)];
           }
-          s[sz(j)] = dot / std::sqrt(double(c.head_dim));
+          s[sz(j)] = dot / std::sqrt(double(hd));
           m = std::max(m, s[sz(j)]);
         }
         double sum = 0.0;
@@ -186,6 +254,51 @@ TEST_CASE("flash attention matches the materialised softmax attention", "[flash]
   SECTION("hd 160 with dropout: the team kernels") { check_case({1, 2, 2 * tile + 3, 160, 0.3f}); }
 }
 
+// Query head h reads kv head h / g; the cases straddle the 64-row host tile and the 32-row
+// team tile (T 70, 129), cover multi-query (one kv head), the sgemm forward (hd 8) and the
+// team kernels (hd 160).
+TEST_CASE("grouped-query flash attention matches the materialised attention on repeated k/v",
+          "[flash][attention][gqa]") {
+  SECTION("multi-query, 4 heads, T 70, hd 16") { check_case({2, 4, 70, 16, 0.0f, 1}); }
+  SECTION("4 heads over 2 kv heads, T 129, hd 32") { check_case({1, 4, 129, 32, 0.0f, 2}); }
+  SECTION("8 heads over 2 kv heads, T 70, hd 64, dropout") { check_case({2, 8, 70, 64, 0.2f, 2}); }
+  SECTION("multi-query, 8 heads, T 129, hd 32, dropout") { check_case({2, 8, 129, 32, 0.1f, 1}); }
+  SECTION("kv heads = heads given explicitly, T 70, hd 16, dropout") {
+    check_case({2, 4, 70, 16, 0.2f, 4});
+  }
+  SECTION("8 heads over 4 kv heads, T smaller than a tile, hd 64, dropout") {
+    check_case({3, 8, 5, 64, 0.5f, 4});
+  }
+  SECTION("multi-query, T = 1") { check_case({2, 4, 1, 16, 0.0f, 1}); }
+  SECTION("4 heads over 2 kv heads, hd 8 (sgemm tiles), T 70") {
+    check_case({2, 4, 70, 8, 0.0f, 2});
+  }
+  SECTION("hd 160 (team kernels), 4 heads over 2 kv heads, dropout") {
+    check_case({1, 4, 73, 160, 0.3f, 2});
+  }
+  SECTION("hd 160 (team kernels), multi-query, T 129") { check_case({1, 4, 129, 160, 0.0f, 1}); }
+}
+
+// The kernels against themselves: GQA equals multi-head attention on the repeated k/v, with
+// a kv head's dk/dv the sum of the repeated heads' (the reference sums in double).
+TEST_CASE("grouped-query flash attention: a shared kv head's dk/dv sum over its query heads",
+          "[flash][attention][gqa]") {
+  for (const Case c :
+       {Case{2, 8, 70, 32, 0.2f, 2}, Case{1, 4, 129, 16, 0.0f, 1}, Case{1, 4, 70, 160, 0.1f, 2}}) {
+    INFO("heads " << c.heads << ", kv heads " << c.kv_heads << ", T " << c.seq_len << ", hd "
+                  << c.head_dim);
+    const int n = c.sequences * c.seq_len, d = c.heads * c.head_dim;
+    const std::vector<float> qkv_host = random_values(sz(n) * sz(qkv_width(c)), 51, -1.5f, 1.5f);
+    FloatView dout = to_device("dout", random_values(sz(n) * sz(d), 52));
+    Case mha = c;
+    mha.kv_heads = 0;
+    const Result full = run_flash(mha, repeat_kv(c, qkv_host), dout);
+    const Result got = run_flash(c, qkv_host, dout);
+    require_close("out", got.out, full.out);
+    require_close("dqkv", got.dqkv, sum_kv(c, full.dqkv));
+  }
+}
+
 TEST_CASE("flash attention rejects shapes that do not fit", "[flash][attention]") {
   FloatView qkv("qkv", 6 * 12), out("out", 6 * 4), lse("lse", 6 * 2);
   const ConstMatrix qkv_m(qkv.data(), 6, 12);
@@ -200,6 +313,22 @@ TEST_CASE("flash attention rejects shapes that do not fit", "[flash][attention]"
   CHECK_THROWS_AS(kernels::flash_attention_forward(qkv_m, {2, 3}, out_m, Vector(lse.data(), 6), {}),
                   Error);
   CHECK_NOTHROW(kernels::flash_attention_forward(qkv_m, {2, 3}, out_m, Vector(lse.data(), 12), {}));
+
+  // Grouped-query: qkv [6, 16] = (2 heads + 2 * 1 kv head) * hd 4, out [6, 8].
+  FloatView qkv_g("qkv_g", 6 * 16), out_g("out_g", 6 * 8);
+  const ConstMatrix qkv_gm(qkv_g.data(), 6, 16);
+  const Matrix out_gm(out_g.data(), 6, 8);
+  const Vector lse_g(lse.data(), 12);
+  CHECK_NOTHROW(kernels::flash_attention_forward(qkv_gm, {2, 3, 1}, out_gm, lse_g, {}));
+  // 2 heads do not split over 4 kv heads (nor 3 over 2).
+  CHECK_THROWS_AS(kernels::flash_attention_forward(qkv_gm, {2, 3, 4}, out_gm, lse_g, {}), Error);
+  CHECK_THROWS_AS(kernels::flash_attention_forward(qkv_gm, {3, 3, 2}, out_gm, lse_g, {}), Error);
+  // 16 columns are no multiple of 2 + 2 * 2 heads (the multi-head layout of 2 heads).
+  CHECK_THROWS_AS(kernels::flash_attention_forward(qkv_gm, {2, 3}, out_gm, lse_g, {}), Error);
+  CHECK_THROWS_AS(kernels::flash_attention_forward(qkv_gm, {2, 3, -1}, out_gm, lse_g, {}), Error);
+  // The output is [n, heads hd] = [6, 8], not [6, 4]; the message names the kv heads.
+  CHECK_THROWS_WITH(kernels::flash_attention_forward(qkv_gm, {2, 3, 1}, out_m, lse_g, {}),
+                    Catch::Contains("1 kv heads") && Catch::Contains("[6, 16]"));
 }
 
 // Not run by default: `trellis_unit_tests "[flash-bench]"` prints the median time of one
