@@ -10,12 +10,6 @@ nn::Gpt& whole_model(nn::Gpt& gpt) {
   if (gpt.spec().tp.active())
     throw Error("int8: " + gpt.describe() +
                 " is split over tensor-parallel ranks; int8 inference takes the whole model");
-  const nn::GptSpec& spec = gpt.spec();
-  if (spec.positions == nn::Positions::rope || spec.mlp == nn::MlpKind::swiglu ||
-      (spec.n_kv_head > 0 && spec.n_kv_head != spec.n_head))
-    throw Error("int8: " + gpt.describe() +
-                " has no int8 form yet (rotary positions, SwiGLU and grouped-query attention "
-                "run in fp32 or bf16 only)");
   return gpt;
 }
 
@@ -45,8 +39,9 @@ ConstMatrix Int8Gpt::forward(const nn::ModelInput& input, int n, const nn::StepC
   nn::StepContext row_ctx = ctx;  // layers count token rows
   row_ctx.first_sample = ctx.first_sample * T;
   gpt_.wte().forward(input.tokens, rows, row_ctx);
-  gpt_.wpe()->forward(gpt_.wte().output(), rows, row_ctx);
-  gpt_.drop().forward(gpt_.wpe()->output(), rows, row_ctx);
+  nn::PositionalEmbedding* wpe = gpt_.wpe();  // none with rotary positions
+  if (wpe != nullptr) wpe->forward(gpt_.wte().output(), rows, row_ctx);
+  gpt_.drop().forward(wpe != nullptr ? wpe->output() : gpt_.wte().output(), rows, row_ctx);
   ConstMatrix x = gpt_.drop().output();
   for (auto& block : blocks_) {
     block->forward(x, rows, row_ctx);

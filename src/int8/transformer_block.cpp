@@ -1,6 +1,8 @@
 #include "trellis/int8/transformer_block.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/kernels/rope.hpp"
+#include "trellis/kernels/swiglu.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 
 #include <algorithm>
@@ -51,7 +53,7 @@ Int8TransformerBlock::Int8TransformerBlock(nn::Block& block, const nn::Parameter
       store_(store),
       chained_(options.fuse),
       d_(block.in_features()),
-      shape_{block.attn().n_head(), block.attn().seq_len()} {
+      shape_{block.attn().n_head(), block.attn().seq_len(), block.attn().n_kv_head()} {
   const auto none = kernels::Activation::none;
   const nn::FeedForward& mlp = block.mlp();
   c_attn_ = projection(block.attn().c_attn(), layers, none, options);
@@ -64,12 +66,15 @@ Int8TransformerBlock::Int8TransformerBlock(nn::Block& block, const nn::Parameter
     mlp_proj_.kernel->set_residual(true);
   }
   const int cap = capacity(), hidden = mlp.c_fc().out_features();
-  qkv_ = rows_buffer(name(), "qkv", cap, 3 * d_);
+  qkv_ = rows_buffer(name(), "qkv", cap, static_cast<int>(block.attn().layout().width()));
   yr_ = rows_buffer(name(), "yr", cap, d_);
   lse_ = rows_buffer(name(), "lse", cap, shape_.n_head);
   h_ = rows_buffer(name(), "h", cap, d_);
   hidden_ = rows_buffer(name(), "hidden", chained_ ? std::min(kChunkRows, cap) : cap, hidden);
   if (!chained_) proj_out_ = rows_buffer(name(), "proj_out", cap, d_);
+  if (mlp.kind() == nn::MlpKind::swiglu)
+    gated_ = rows_buffer(name(), "gated", chained_ ? std::min(kChunkRows, cap) : cap,
+                         mlp.c_proj().in_features());
 }
 
 void Int8TransformerBlock::forward(ConstMatrix input, int n, const nn::StepContext& ctx) {
@@ -90,8 +95,11 @@ void Int8TransformerBlock::layernorm_into(const nn::LayerNorm& ln, ConstMatrix x
 }
 
 ConstMatrix Int8TransformerBlock::attend(int rows) {
-  const Matrix qkv = as_matrix(qkv_, rows, 3 * d_);
+  const nn::CausalSelfAttention& attn = block_.attn();
+  const Matrix qkv = as_matrix(qkv_, rows, static_cast<int>(attn.layout().width()));
   c_attn_.kernel->forward(c_attn_.input, rows, qkv);
+  if (const nn::RotaryTables* rope = attn.rope())
+    kernels::rope_forward(qkv, attn.layout(), shape_.seq_len, 0, rope->cos, rope->sin);
   const Matrix yr = as_matrix(yr_, rows, d_);
   kernels::flash_attention_forward(
       qkv, shape_, yr, kernels::Vector(lse_.data(), static_cast<std::size_t>(rows) * shape_.n_head),
@@ -102,6 +110,7 @@ ConstMatrix Int8TransformerBlock::attend(int rows) {
 void Int8TransformerBlock::forward_chained(ConstMatrix x, int n) {
   const Matrix h = as_matrix(h_, n, d_), y = output_rows(n);
   const int hidden = c_fc_.kernel->out_features();
+  const int gated_width = mlp_proj_.kernel->in_features();  // hidden, or hidden / 2 (SwiGLU)
   const int T = shape_.seq_len;
   const int chunk = std::max(1, kChunkRows / T) * T;  // whole sequences
   // The buffers (qkv, yr, hidden, the quantized inputs) are reused from row 0 for each chunk.
@@ -122,10 +131,10 @@ void Int8TransformerBlock::forward_chained(ConstMatrix x, int n) {
           kernels::ConstByteVector(c_fc_.input.data() + static_cast<std::size_t>(s0) * d_,
                                    static_cast<std::size_t>(sub) * d_),
           sub, z);
-      kernels::gelu_quantize(
-          kernels::flat(z), mlp_proj_.kernel->input(),
-          kernels::ByteVector(mlp_proj_.input.data() + static_cast<std::size_t>(s0) * hidden,
-                              static_cast<std::size_t>(sub) * hidden));
+      quantize_hidden(
+          z, sub,
+          kernels::ByteVector(mlp_proj_.input.data() + static_cast<std::size_t>(s0) * gated_width,
+                              static_cast<std::size_t>(sub) * gated_width));
     }
     mlp_proj_.kernel->forward(mlp_proj_.input, rows, rows_of(y, r0, rows), hc);
   }
@@ -146,10 +155,27 @@ void Int8TransformerBlock::forward_layer_by_layer(ConstMatrix x, int n,
   kernels::quantize(kernels::flat(kernels::first_rows(ln_2.output(), n)), c_fc_.kernel->input(),
                     c_fc_.input);
   const Matrix g = as_matrix(hidden_, n, c_fc_.kernel->out_features());
-  c_fc_.kernel->forward(c_fc_.input, n, g);  // the GELU in its epilogue
-  kernels::quantize(kernels::flat(g), mlp_proj_.kernel->input(), mlp_proj_.input);
+  c_fc_.kernel->forward(c_fc_.input, n, g);  // GELU: in its epilogue
+  ConstMatrix gated = g;
+  if (block_.mlp().kind() == nn::MlpKind::swiglu) {
+    const Matrix swiglu = as_matrix(gated_, n, mlp_proj_.kernel->in_features());
+    kernels::swiglu_forward(g, swiglu);
+    gated = swiglu;
+  }
+  kernels::quantize(kernels::flat(gated), mlp_proj_.kernel->input(), mlp_proj_.input);
   mlp_proj_.kernel->forward(mlp_proj_.input, n, out);
   kernels::add(kernels::flat(h), kernels::flat(out), kernels::flat(output_rows(n)));
+}
+
+void Int8TransformerBlock::quantize_hidden(ConstMatrix z, int rows, kernels::ByteVector out) {
+  if (block_.mlp().kind() == nn::MlpKind::swiglu) {
+    const Matrix gated = as_matrix(gated_, rows, mlp_proj_.kernel->in_features());
+    kernels::swiglu_forward(kernels::first_rows(z, rows), gated);
+    kernels::quantize(kernels::flat(gated), mlp_proj_.kernel->input(), out);
+    return;
+  }
+  kernels::gelu_quantize(kernels::flat(kernels::first_rows(z, rows)), mlp_proj_.kernel->input(),
+                         out);
 }
 
 void Int8TransformerBlock::backward(ConstMatrix, int) {

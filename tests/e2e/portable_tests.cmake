@@ -9,3 +9,4 @@ foreach(name dp_equivalence parallel_equivalence cnn_equivalence mixed_precision
   set_tests_properties(e2e.${name} PROPERTIES FIXTURES_REQUIRED fashion_data)
 endforeach()
 trellis_add_e2e_test(NAME gpt_equivalence SCRIPT ${E2E}/gpt_equivalence.sh)
+trellis_add_e2e_test(NAME llama_equivalence SCRIPT ${E2E}/llama_equivalence.sh)

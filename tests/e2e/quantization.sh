@@ -3,7 +3,8 @@
 #   1. the MLP quantized with each calibration method evaluates within 1 point of fp32
 #      accuracy from a file under 30% of the fp32 one; calibrating on 2 ranks chooses exactly
 #      the scales of 1 rank; the int8 layers run oneDNN where the build has it;
-#   2. a small GPT: int8 validation loss within 0.05 nats of fp32, and generate runs int8;
+#   2. a small GPT and a small Llama: int8 validation loss within 0.05 nats of fp32, and
+#      generate runs int8;
 #   3. the CNN (convolutions with their BatchNorm folded in, and the head) evaluates within 1
 #      point, channels-last between its int8 convolutions;
 #   4. bad requests and bad int8 files are refused with the file and key named.
@@ -74,6 +75,21 @@ expect_exit 2 "$WORK/gbig.log" trellis_run 1 eval --weights "$WORK/gpt/model.h5"
 grep -q "eval --batch 1000000000: .* or less would fit" "$WORK/gbig.log" || fail "absurd eval batch: $(cat "$WORK/gbig.log")"
 trellis_run 1 generate --weights "$WORK/gpt/int8.h5" --prompt "The " --tokens 40 --seed 3 > "$WORK/gen.log"
 [[ $(wc -c < "$WORK/gen.log") -gt 40 ]] || fail "generate int8: $(cat "$WORK/gen.log")"
+
+# 2b. A small Llama (rotary positions, RMSNorm, SwiGLU, grouped-query attention, untied head):
+# the same 9 int8 layers, the same tolerance.
+trellis_run 2 train --config "$TRELLIS_SRC/inputs/gpt_char.ini" --model.type=llama --model.n_kv_head=2 \
+  --data.train="$WORK/text/train.h5" --data.test= --model.n_layer=2 --model.d_model=64 \
+  --model.seq_len=32 --train.max_steps=150 --train.global_batch=16 --run.dir="$WORK/llama" > "$WORK/llama.log"
+trellis_run 1 quantize --weights "$WORK/llama/model.h5" --calib "$WORK/text/train.h5" --batch 32 \
+  --out "$WORK/llama/int8.h5" > "$WORK/lq.log"
+trellis_run 1 eval --weights "$WORK/llama/model.h5" --data "$WORK/text/val.h5" --batch 32 > "$WORK/lfp32.log"
+trellis_run 1 eval --weights "$WORK/llama/int8.h5" --data "$WORK/text/val.h5" --batch 32 > "$WORK/lint8.log"
+grep -q "int8 (9 layers" "$WORK/lint8.log" || fail "llama not int8: $(tail -1 "$WORK/lint8.log")"
+within "$(eval_field "$WORK/lint8.log" loss)" "$(eval_field "$WORK/lfp32.log" loss)" 0.05 \
+  "Llama int8 validation loss vs fp32 (nats)"
+trellis_run 1 generate --weights "$WORK/llama/int8.h5" --prompt "The " --tokens 40 --seed 3 > "$WORK/lgen.log"
+[[ $(wc -c < "$WORK/lgen.log") -gt 40 ]] || fail "generate int8 llama: $(cat "$WORK/lgen.log")"
 
 # 3. The CNN: 7 int8 layers (stem, 2 + 3 block convolutions, head), 6 BatchNorms folded.
 trellis_run 2 train --config "$TRELLIS_SRC/inputs/fashion_cnn.ini" --data.train="$FASHION_DIR/train.h5" \

@@ -1,21 +1,22 @@
-// A GPT-2 transformer block (nn/transformer.hpp) run as int8 inference: its four Linears
-// (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj) int8; the LayerNorms, the attention core
-// and the residual stream stay fp32.
+// A decoder block (nn/transformer.hpp: GPT-2's or Llama's) run as int8 inference: its four
+// Linears (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj) int8; the norms, the rotary turn of
+// q and k, the attention core, SwiGLU's gate and the residual stream stay fp32.
 //
 // Chained (Int8Options::fuse, the default): no fp32 pass between the int8 Linears. Each
 // LayerNorm writes its output quantized for the Linear after it, each residual add is in the
 // epilogue of the projection before it, and the MLP's hidden layer goes through GELU and
 // quantization in one pass:
 //   h = x + attn.c_proj(q(attention(attn.c_attn(q(ln_1(x))))))
-//   y = h + mlp.c_proj(q(gelu(mlp.c_fc(q(ln_2(h))))))
+//   y = h + mlp.c_proj(q(gelu(mlp.c_fc(q(ln_2(h))))))    (SwiGLU: q(swiglu(...)), its gated
+//                                                         [256, f] in a buffer of its own)
 // in chunks of whole sequences of about 256 rows, so each step's output is still in L2 when
 // the next reads it; c_fc's fp32 pre-activations go through a [256, 4d] buffer.
 // Layer by layer (fuse = false): the same steps with fp32 tensors between them, each int8
 // Linear quantizing its input and c_fc's GELU in its epilogue.
 //
-// Buffers (rows = capacity): qkv [rows * 3d], yr [rows * d], lse [rows * H], h [rows * d], the
-// four quantized inputs [rows * in] bytes; chained: hidden [256 * 4d]; layer by layer: hidden
-// [rows * 4d] and a projection's output [rows * d].
+// Buffers (rows = capacity): qkv [rows * (H + 2 KVH) hd], yr [rows * d], lse [rows * H], h [rows *
+// d], the four quantized inputs [rows * in] bytes; chained: hidden [256 * 4d]; layer by layer:
+// hidden [rows * 4d] and a projection's output [rows * d].
 #pragma once
 
 #include "trellis/int8/layer_table.hpp"
@@ -56,6 +57,8 @@ class Int8TransformerBlock : public nn::Layer {
   void layernorm_into(const nn::LayerNorm& ln, ConstMatrix x, int rows, const Projection& to);
   // attention on qkv_ rows [0, rows) into yr_, from c_attn_'s filled input.
   ConstMatrix attend(int rows);
+  // c_fc's pre-activations z [>= rows, hidden] through GELU or SwiGLU, quantized into out.
+  void quantize_hidden(ConstMatrix z, int rows, kernels::ByteVector out);
 
   nn::Block& block_;
   const nn::ParameterStore& store_;
@@ -66,6 +69,7 @@ class Int8TransformerBlock : public nn::Layer {
   FloatView qkv_, yr_, lse_, h_;
   FloatView hidden_;    // chained: [256 * 4d]; layer by layer: [cap * 4d]
   FloatView proj_out_;  // layer by layer: [cap * d]
+  FloatView gated_;     // SwiGLU: silu(gate) * up, [256 or cap * f]
 };
 
 }  // namespace trellis::int8

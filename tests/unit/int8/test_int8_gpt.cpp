@@ -23,7 +23,9 @@ using namespace trellis;
 
 namespace {
 
-nn::GptSpec small_spec() {
+// GPT-2's block, or Llama's (rotary positions, RMSNorm, SwiGLU, multi-query attention, no
+// biases, untied head).
+nn::GptSpec small_spec(bool llama) {
   nn::GptSpec spec;
   spec.n_layer = 2;
   spec.n_head = 2;
@@ -32,6 +34,13 @@ nn::GptSpec small_spec() {
   spec.vocab = 19;
   spec.dropout = 0.0f;
   spec.capacity = 3;
+  if (llama) {
+    spec.n_kv_head = 1, spec.d_ff = 48;
+    spec.positions = nn::Positions::rope;
+    spec.norm = nn::NormKind::rmsnorm;
+    spec.mlp = nn::MlpKind::swiglu;
+    spec.bias = false, spec.tied_head = false;
+  }
   return spec;
 }
 
@@ -49,7 +58,9 @@ void fill_parameters(nn::ParameterStore& store) {
 
 TEST_CASE("an int8 GPT's chained blocks compute what its int8 layers compute one by one",
           "[int8][gpt]") {
-  const nn::GptSpec spec = small_spec();
+  const bool llama = GENERATE(false, true);
+  INFO((llama ? "llama" : "gpt-2") << " blocks");
+  const nn::GptSpec spec = small_spec(llama);
   nn::ParameterStore store;
   nn::Gpt fp32(spec, store);
   store.finalize(1);
