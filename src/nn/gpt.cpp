@@ -223,20 +223,22 @@ BlockSpec gpt_block_spec(const GptSpec& spec, const RotaryTables* rope) {
   return b;
 }
 
-std::int64_t gpt_block_params(const GptSpec& spec) {
+long double gpt_block_params(const GptSpec& spec) {
+  using Count = long double;
   const BlockSpec b = gpt_block_spec(spec, nullptr);
-  const std::int64_t d = spec.d_model, hd = d / spec.n_head, f = b.ff_width();
-  const std::int64_t qkv = (spec.n_head + 2 * static_cast<std::int64_t>(b.kv_heads())) * hd;
-  const std::int64_t gates = spec.mlp == MlpKind::swiglu ? 2 : 1;
-  const std::int64_t norms = (spec.norm == NormKind::layernorm ? 4 : 2) * d;
-  const std::int64_t biases = spec.bias ? qkv + d + gates * f + d : 0;
+  const Count d = spec.d_model, hd = d / spec.n_head, f = b.ff_width();
+  const Count qkv = (spec.n_head + 2 * static_cast<Count>(b.kv_heads())) * hd;
+  const Count gates = spec.mlp == MlpKind::swiglu ? 2 : 1;
+  const Count norms = (spec.norm == NormKind::layernorm ? 4 : 2) * d;
+  const Count biases = spec.bias ? qkv + d + gates * f + d : 0;
   return norms + qkv * d + d * d + gates * f * d + f * d + biases;
 }
 
-std::int64_t gpt_num_params(const GptSpec& spec) {
-  const std::int64_t d = spec.d_model, V = spec.vocab;
+long double gpt_num_params(const GptSpec& spec) {
+  using Count = long double;
+  const Count d = spec.d_model, V = spec.vocab;
   return V * d * (spec.tied_head ? 1 : 2) +
-         (spec.positions == Positions::learned ? static_cast<std::int64_t>(spec.seq_len) * d : 0) +
+         (spec.positions == Positions::learned ? static_cast<Count>(spec.seq_len) * d : 0) +
          spec.n_layer * gpt_block_params(spec) + (spec.norm == NormKind::layernorm ? 2 : 1) * d;
 }
 
@@ -250,20 +252,32 @@ std::vector<double> gpt_unit_costs(const GptSpec& spec) {
   return costs;
 }
 
-std::int64_t Gpt::num_matmul_params() const {
-  // Every parameter but the lookup tables: wpe, and wte when the head has its own weight
-  // (tied, wte counts once, for the head's matmul). The whole model's count: with tp each rank
-  // does about 1/tp of these FLOPs.
-  const std::int64_t d = spec_.d_model, V = spec_.vocab;
-  std::int64_t n = gpt_num_params(spec_) - (spec_.tied_head ? 0 : V * d);
-  if (spec_.positions == Positions::learned) n -= static_cast<std::int64_t>(spec_.seq_len) * d;
+namespace {
+
+// Every parameter but the lookup tables: wpe, and wte when the head has its own weight (tied,
+// wte counts once, for the head's matmul). The whole model's count: with tp each rank does
+// about 1/tp of these FLOPs.
+long double matmul_params(const GptSpec& spec) {
+  const long double d = spec.d_model, V = spec.vocab;
+  long double n = gpt_num_params(spec) - (spec.tied_head ? 0 : V * d);
+  if (spec.positions == Positions::learned) n -= static_cast<long double>(spec.seq_len) * d;
   return n;
 }
 
+}  // namespace
+
+long double gpt_flops_per_sequence(const GptSpec& spec) {
+  const long double T = spec.seq_len;
+  return 6 * matmul_params(spec) * T + 12.0L * spec.n_layer * spec.d_model * T * T;
+}
+
+// A built model's counts are realistic (its buffers exist): they fit in 64 bits.
+std::int64_t Gpt::num_matmul_params() const {
+  return static_cast<std::int64_t>(matmul_params(spec_));
+}
+
 std::int64_t Gpt::flops_per_sample() const {
-  const std::int64_t T = spec_.seq_len;
-  return 6 * num_matmul_params() * T +
-         12 * static_cast<std::int64_t>(spec_.n_layer) * spec_.d_model * T * T;
+  return static_cast<std::int64_t>(gpt_flops_per_sequence(spec_));
 }
 
 std::string Gpt::describe() const {

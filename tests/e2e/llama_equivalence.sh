@@ -5,7 +5,7 @@
 # and on dp2, tp2 (query and kv heads split), pp2 (1F1B), dp2 x tp2, tp2 x pp2 and dp2 x pp2 with
 # ZeRO-1 and overlapped bucketed reduction. Dropout is on. A checkpoint written on tp2 resumes
 # on pp2 and ends on the uninterrupted run's losses. The saved model.h5 evaluates to the same
-# validation loss on every layout and generates text.
+# validation loss on every layout and generates text. `trellis info` sizes inputs/llama3_8b.ini.
 source "$(dirname "$0")/common.sh"
 compare() { "$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps "$@"; }
 "$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" \
@@ -46,4 +46,13 @@ trellis_run 1 eval --weights "$WORK/tp2pp2/model.h5" --data "$WORK/tokens/val.h5
   "$(eval_field "$WORK/e2.log" loss)" "$(eval_field "$WORK/e1.log" loss)" || fail "validation losses differ"
 trellis_run 1 generate --weights "$WORK/tp2pp2/model.h5" --prompt "The " --tokens 20 --seed 3 > "$WORK/gen.txt"
 [[ $(wc -c < "$WORK/gen.txt") -ge 20 ]] || fail "generate printed too little: $(cat "$WORK/gen.txt")"
+# inputs/llama3_8b.ini is Llama 3.1 8B's shape: 8.03 B parameters and 5.79e10 training FLOPs
+# per token (6 x the 7.5 B matmul parameters + 12 L d T for the attention), printed without
+# data or allocation; with tp8 each rank holds an eighth of the state.
+trellis_run 1 info --config "$TRELLIS_SRC/inputs/llama3_8b.ini" > "$WORK/info1.log"
+grep -q "model: llama, 8.03 B parameters, 4.74e+14 training FLOPs per sequence (5.79e+10 per token" "$WORK/info1.log" \
+  || fail "llama3_8b.ini: $(grep model: "$WORK/info1.log")"
+grep -q "150 GiB parameters, gradients and optimizer state" "$WORK/info1.log" || fail "$(tail -1 "$WORK/info1.log")"
+trellis_run 8 info --config "$TRELLIS_SRC/inputs/llama3_8b.ini" --parallel.tp=8 > "$WORK/info8.log"
+grep -q "18.7 GiB parameters, gradients and optimizer state" "$WORK/info8.log" || fail "tp8: $(tail -1 "$WORK/info8.log")"
 echo "llama equivalence: ok"

@@ -91,9 +91,12 @@ std::vector<double> gpt_unit_costs(const GptSpec& spec);
 
 // The block every layer of the model is built from (rope: the tables it reads, or nullptr).
 BlockSpec gpt_block_spec(const GptSpec& spec, const RotaryTables* rope);
-// Parameters of one block, and of the whole logical model (wpe and lm_head included).
-std::int64_t gpt_block_params(const GptSpec& spec);
-std::int64_t gpt_num_params(const GptSpec& spec);
+// Parameters of one block, and of the whole logical model (wpe and lm_head included); long
+// double, as the memory estimate sizes absurd configurations with them before refusing them.
+long double gpt_block_params(const GptSpec& spec);
+long double gpt_num_params(const GptSpec& spec);
+// Training FLOPs of one sequence, Gpt::flops_per_sample() without building the model.
+long double gpt_flops_per_sequence(const GptSpec& spec);
 
 class Gpt : public Model {
  public:

@@ -1,8 +1,12 @@
-// `trellis info` (command.hpp): the build summary, the process grid a configuration gives, and
-// where every rank runs (host, node-local rank, device).
+// `trellis info` (command.hpp): the build summary, the process grid a configuration gives,
+// where every rank runs (host, node-local rank, device), and, for a language model whose
+// vocabulary the configuration gives, its size, FLOPs and memory per rank on that grid (no data
+// read, nothing allocated: an 8B model's numbers print on a laptop).
 #include "trellis/comm/grid_layout.hpp"
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/train/commands/command.hpp"
+#include "trellis/train/config/memory_estimate.hpp"
+#include "trellis/train/model/model_registry.hpp"
 #include "trellis/train/monitoring/build_info.hpp"
 
 #include <cstdio>
@@ -10,6 +14,43 @@
 #include <vector>
 
 namespace trellis {
+
+namespace {
+
+std::string printf_text(const char* format, long double a, long double b = 0, long double c = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, format, a, b, c);
+  return buf;
+}
+
+// The model section's numbers when they need no data: a token model with model.vocab set.
+std::string model_summary(TrainConfig config, int dp, int tp) {
+  const ModelRegistration& r = model_registration(config.model.type);
+  if (r.data != DataKind::tokens || config.model.vocab <= 0) return "";
+  DataShape data;
+  data.classes = config.model.vocab;
+  data.seq_len = config.model.seq_len;
+  r.validate(config.model);
+  config.resolve_batch(dp);
+  const ModelSizes sizes = r.sizes(config.model, data, config.model.vocab);
+  const MemoryEstimate m = estimate_memory(config, data, dp, tp);
+  constexpr long double kGiB = 1024.0L * 1024.0L * 1024.0L;
+  std::string text = std::string("  model: ") + r.name + ", " +
+                     printf_text("%.4Lg B parameters", sizes.params / 1e9L);
+  if (sizes.flops_per_sample > 0)
+    text +=
+        printf_text(", %.3Lg training FLOPs per sequence (%.3Lg per token, %.3Lg per step)",
+                    sizes.flops_per_sample, sizes.flops_per_sample / data.seq_len,
+                    sizes.flops_per_sample * static_cast<long double>(config.train.global_batch));
+  text += "\n  memory per rank (estimate, fp32 master weights): " +
+          printf_text("%.3Lg GiB parameters, gradients and optimizer state", m.state_bytes / kGiB) +
+          printf_text(" + %.3Lg GiB activations of a micro-batch of %.0Lf",
+                      m.activation_bytes / kGiB, static_cast<long double>(config.micro_batch())) +
+          printf_text(" = %.3Lg GiB\n", m.total() / kGiB);
+  return text;
+}
+
+}  // namespace
 
 int run_info_command(const CommandContext& context, const CommandArgs& args) {
   const TrainConfig config = agreed_run_config(context, args);
@@ -36,6 +77,8 @@ int run_info_command(const CommandContext& context, const CommandArgs& args) {
           " node(s); grid " + layout.describe() + "\n";
   for (int r = 0; r < size && rank == 0; ++r)
     text += std::string(&lines[static_cast<std::size_t>(r) * kLine]) + "\n";
+  text +=
+      model_summary(config, size / (config.parallel.tp * config.parallel.pp), config.parallel.tp);
   if (!text.empty() && text.back() == '\n') text.pop_back();
   context.log.info(text);
   return 0;

@@ -75,14 +75,16 @@ ModelSizes gpt_sizes(const ModelConfig& model, const DataShape& data, int resolv
   const Bytes T = model.seq_len;
   const Bytes V = std::max<Bytes>(resolved_vocab > 0 ? resolved_vocab : 0, data.classes);
   const Bytes f = spec.d_ff > 0 ? spec.d_ff : 4 * d;
-  const Bytes block = static_cast<Bytes>(nn::gpt_block_params(spec));
+  const Bytes block = nn::gpt_block_params(spec);
   spec.vocab = 0;  // the blocks, norms and position table; the tables below
-  s.params = V * d * (spec.tied_head ? 1 : 2) + static_cast<Bytes>(nn::gpt_num_params(spec));
+  s.params = V * d * (spec.tied_head ? 1 : 2) + nn::gpt_num_params(spec);
   // Per token: about 14 d floats per block plus 3 per MLP hidden unit (4 with SwiGLU), 2 per
   // head (the flash attention keeps a logsumexp and a row dot per (token, head), no [T, T]
   // matrices), and the logits. GPT-2's MLP of 4 d: 26 d.
   const Bytes per_block = 14 * d + (spec.mlp == nn::MlpKind::swiglu ? 4 : 3) * f + 2 * heads;
   s.per_sample = T * (layers * per_block + 2 * V);
+  spec.vocab = static_cast<int>(std::min<Bytes>(V, 2147483647.0L));
+  s.flops_per_sample = nn::gpt_flops_per_sequence(spec);
   if (V * d >= layers * block)
     s.params_key = model.vocab > 0 ? "model.vocab" : "model.d_model";
   else

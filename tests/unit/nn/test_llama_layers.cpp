@@ -171,7 +171,7 @@ TEST_CASE(
   std::int64_t total = 0;
   for (std::size_t i = 0; i < store.size(); ++i)
     total += static_cast<std::int64_t>(store.info(i).numel);
-  CHECK(total == nn::gpt_num_params(spec));
+  CHECK(static_cast<long double>(total) == nn::gpt_num_params(spec));
   CHECK(gpt.describe() == "gpt L2 H4 D8 T5 V11 KV2 F12 rope rmsnorm swiglu nobias untied");
   randomize_parameters(store, 50);
   const int n = 2, rows = n * spec.seq_len;

@@ -42,8 +42,9 @@ struct ModelBuildArgs {
 // What the memory estimate (config/memory_estimate.hpp) needs of a model, in floats, for the
 // whole logical model, and the key to blame when each part is too large.
 struct ModelSizes {
-  long double params = 0;      // parameters
-  long double per_sample = 0;  // activations and their gradients of one sample
+  long double params = 0;            // parameters
+  long double per_sample = 0;        // activations and their gradients of one sample
+  long double flops_per_sample = 0;  // training FLOPs (forward + backward); 0: not known
   std::string params_key, sample_key;
 };
 
