@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Mixed precision (precision.mode) and the compressed gradient wire (parallel.grad_dtype):
-#  1. bf16 and fp16 track the fp32 loss curve over 300 steps for the MLP, the CNN and the GPT:
-#     the mean loss of every 50-step window within a stated relative tolerance (measured worst
-#     cases: MLP 0.4% (2026-12-03), CNN 2.0% against an fp32 noise floor of 1.6% (2026-12-04),
-#     GPT 1.1% (2026-12-03));
+#  1. bf16 and fp16 track the fp32 loss curve over 300 steps for the MLP, the CNN, the GPT and
+#     the Llama: the mean loss of every 50-step window within a stated relative tolerance
+#     (measured worst cases: MLP 0.4% (2026-12-03), CNN 2.0% against an fp32 noise floor of
+#     1.6% (2026-12-04), GPT 1.1% (2026-12-03), Llama 1.3% (fp16; bf16 0.6%, 2026-12-06));
 #  2. the fallback of a host without AVX512-BF16 (TRELLIS_CPU_HIDE) says so and computes the
 #     same losses bit for bit (both run the emulated kernels);
 #  3. fp16 with dynamic loss scaling: overflows are skipped, counted and back the scale off;
@@ -47,6 +47,8 @@ trellis_run 1 train "${cnn[@]}" --train.max_steps=300 --log.interval=1 --data.te
 "${compare[@]}" --rtol 0.04 "$WORK/cnn-fp32" "$WORK/cnn-fp32-im2col"
 "$py" "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" --out-dir "$WORK/austen" > /dev/null
 curves gpt 0.015 --config "$TRELLIS_SRC/inputs/gpt_char.ini" --data.train="$WORK/austen/train.h5" \
+  --train.global_batch=8 --model.seq_len=64 --train.epochs=50
+curves llama 0.02 --config "$TRELLIS_SRC/inputs/llama_char.ini" --data.train="$WORK/austen/train.h5" \
   --train.global_batch=8 --model.seq_len=64 --train.epochs=50
 
 # 2. The fallback path, forced.
