@@ -2,6 +2,7 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/core/rng.hpp"
+#include "trellis/kernels/cached_attention.hpp"
 #include "trellis/kernels/flash_attention.hpp"
 #include "trellis/kernels/rope.hpp"
 #include "trellis/kernels/vector_ops.hpp"
@@ -153,6 +154,43 @@ void CausalSelfAttention::backward(ConstMatrix output_grad, int n) {
   c_attn_.backward(dqkv, n);
   kernels::copy(kernels::flat(kernels::first_rows(c_attn_.input_grad(), n)),
                 kernels::flat(input_grad_rows(n)));
+}
+
+KvCache CausalSelfAttention::make_cache(int positions) const {
+  const auto size = static_cast<std::size_t>(positions) *
+                    static_cast<std::size_t>(layout_.n_kv_head * layout_.head_dim);
+  KvCache cache;
+  cache.k = buffer(name(), "k_cache", size);
+  cache.v = buffer(name(), "v_cache", size);
+  cache.positions = positions;
+  return cache;
+}
+
+void CausalSelfAttention::forward_cached(ConstMatrix x, int rows, int first_position,
+                                         KvCache& cache) {
+  const int kvd = static_cast<int>(layout_.n_kv_head * layout_.head_dim);
+  TRELLIS_REQUIRE(rows > 0 && first_position >= 0 && first_position + rows <= cache.positions &&
+                      (rope_ == nullptr || first_position + rows <= rope_->positions),
+                  "attention \"" + name() + "\": positions [" + std::to_string(first_position) +
+                      ", " + std::to_string(first_position + rows) + ") beyond the cache's " +
+                      std::to_string(cache.positions) + " or the rotary tables");
+  StepContext eval;
+  eval.training = false;
+  dropout_active_ = false;
+  c_attn_.forward(x, rows, eval);
+  const ConstMatrix qkv = kernels::first_rows(c_attn_.output(), rows);
+  if (rope_ != nullptr) {
+    const Matrix turned(const_cast<float*>(qkv.data()), qkv.extent(0), qkv.extent(1));
+    kernels::rope_forward(turned, layout_, rows, first_position, rope_->cos, rope_->sin);
+  }
+  const Matrix k = as_matrix(cache.k, cache.positions, kvd);
+  const Matrix v = as_matrix(cache.v, cache.positions, kvd);
+  kernels::append_kv_cache(qkv, layout_, first_position, k, v);
+  const Matrix yr = as_matrix(yr_, rows, d_);
+  kernels::cached_attention(qkv, layout_, k, v, first_position, yr);
+  c_proj_.forward(yr, rows, eval);
+  kernels::copy(kernels::flat(kernels::first_rows(c_proj_.output(), rows)),
+                kernels::flat(output_rows(rows)));
 }
 
 std::int64_t CausalSelfAttention::flops_per_sample() const {

@@ -74,6 +74,20 @@ void PositionalEmbedding::forward(ConstMatrix input, int n, const StepContext&) 
   kernels::position_add(x, pos, output_rows(n));
 }
 
+void PositionalEmbedding::forward_at(ConstMatrix input, int n, int first_position) {
+  const ConstMatrix pos = store_->param_matrix(weight_);  // [T, d]
+  const ConstMatrix x = begin_forward(input, n);
+  TRELLIS_REQUIRE(first_position >= 0 && first_position + n <= seq_len_,
+                  "positional embedding \"" + name() + "\": positions [" +
+                      std::to_string(first_position) + ", " + std::to_string(first_position + n) +
+                      ") outside the table's " + std::to_string(seq_len_));
+  // Rows [first_position, first_position + n) of the table as an n-row table: row r gets
+  // position first_position + r.
+  const ConstMatrix window(pos.data() + static_cast<std::size_t>(first_position) * pos.extent(1),
+                           static_cast<std::size_t>(n), pos.extent(1));
+  kernels::position_add(x, window, output_rows(n));
+}
+
 void PositionalEmbedding::backward(ConstMatrix output_grad, int n) {
   const ConstMatrix dy = begin_backward(output_grad, n);
   kernels::position_backward(dy, store_->grad_matrix(weight_));

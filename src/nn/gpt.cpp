@@ -209,6 +209,42 @@ void Gpt::backward(ConstMatrix dout, int n) {
   store_->grads_final_from(store_->info(wte_index_).offset);
 }
 
+std::vector<KvCache> Gpt::make_caches() const {
+  TRELLIS_REQUIRE(first_stage() && last_stage(),
+                  "gpt: generation with a cache needs the whole model on one stage");
+  std::vector<KvCache> caches;
+  for (const auto& block : blocks_) caches.push_back(block->attn().make_cache(spec_.seq_len));
+  return caches;
+}
+
+ConstMatrix Gpt::forward_cached(kernels::ConstLabels tokens, int rows, int first_position,
+                                std::vector<KvCache>& caches) {
+  TRELLIS_REQUIRE(first_stage() && last_stage() && caches.size() == blocks_.size(),
+                  "gpt: forward_cached needs the whole model and one cache per block");
+  TRELLIS_REQUIRE(rows > 0 && first_position >= 0 && first_position + rows <= spec_.seq_len &&
+                      tokens.extent(0) >= static_cast<std::size_t>(rows),
+                  "gpt: forward_cached of " + std::to_string(rows) + " tokens at position " +
+                      std::to_string(first_position) + " (context " +
+                      std::to_string(spec_.seq_len) + ", " + std::to_string(tokens.extent(0)) +
+                      " token ids)");
+  StepContext eval;
+  eval.training = false;
+  last_n_ = -1;  // no backward follows
+  wte_->forward(tokens, rows, eval);
+  ConstMatrix x = wte_->output();
+  if (wpe_) {
+    wpe_->forward_at(x, rows, first_position);
+    x = wpe_->output();
+  }
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    blocks_[i]->forward_cached(x, rows, first_position, caches[i]);
+    x = blocks_[i]->output();
+  }
+  ln_f_->forward(x, rows, eval);
+  head_->forward(ln_f_->output(), rows, eval);
+  return kernels::first_rows(head_->output(), rows);
+}
+
 int Gpt::stage_output_width() const { return last_stage() ? local_classes() : spec_.d_model; }
 
 BlockSpec gpt_block_spec(const GptSpec& spec, const RotaryTables* rope) {

@@ -130,6 +130,20 @@ void Block::forward(ConstMatrix input, int n, const StepContext& ctx) {
   add_rows(h, kernels::first_rows(mlp_.output(), n), output_rows(n));
 }
 
+void Block::forward_cached(ConstMatrix x, int rows, int first_position, KvCache& cache) {
+  StepContext eval;
+  eval.training = false;
+  const int d = in_features();
+  const ConstMatrix xr = kernels::first_rows(x, rows);
+  ln_1_.forward(xr, rows, eval);
+  attn_.forward_cached(ln_1_.output(), rows, first_position, cache);
+  const Matrix h = as_matrix(h_, rows, d);
+  add_rows(xr, kernels::first_rows(attn_.output(), rows), h);
+  ln_2_.forward(h, rows, eval);
+  mlp_.forward(ln_2_.output(), rows, eval);
+  add_rows(h, kernels::first_rows(mlp_.output(), rows), output_rows(rows));
+}
+
 void Block::backward(ConstMatrix output_grad, int n) {
   const ConstMatrix dy = begin_backward(output_grad, n);
   const int d = in_features();

@@ -69,6 +69,13 @@
 
 namespace trellis::nn {
 
+// One attention layer's keys and values for generation, rows by position, each kv head once:
+// k, v [positions, KVH hd] (this rank's kv heads; KVH hd = the c_attn k block's width).
+struct KvCache {
+  FloatView k, v;
+  int positions = 0;
+};
+
 class CausalSelfAttention : public Layer {
  public:
   // Registers "<name>.c_attn.{weight,bias}" and "<name>.c_proj.{weight,bias}" (no biases when
@@ -87,6 +94,13 @@ class CausalSelfAttention : public Layer {
   // rows (sequence index * seq_len).
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
+  // Generation (inference, no dropout, no backward): x [rows, d] are consecutive tokens of one
+  // sequence at positions [first_position, first_position + rows); their keys and values go
+  // into the cache's rows at those positions, their queries attend to every cached position up
+  // to their own (kernels/cached_attention.hpp). Writes output() rows [0, rows). A prompt runs
+  // in one call (prefill), then one token per call.
+  void forward_cached(ConstMatrix x, int rows, int first_position, KvCache& cache);
+  KvCache make_cache(int positions) const;  // zeroed, for positions [0, positions)
   // Per row (token): the two Linears (6 * 4 d^2) plus QK^T and AV, 2 * 2 T d forward each
   // counted over the full T x T square (the usual model-FLOP count; the flash kernel skips the
   // tiles above the diagonal), x3 for fwd + bwd.

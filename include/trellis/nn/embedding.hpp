@@ -80,6 +80,9 @@ class PositionalEmbedding : public Layer {
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
+  // Generation: n consecutive tokens of one sequence at positions [first_position,
+  // first_position + n) (<= seq_len), whatever n is.
+  void forward_at(ConstMatrix input, int n, int first_position);
 
   int seq_len() const { return seq_len_; }
   std::size_t weight_index() const { return weight_; }

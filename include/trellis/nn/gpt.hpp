@@ -118,6 +118,17 @@ class Gpt : public Model {
   // dout: [>= n * T, stage_output_width()] (dlogits on the last stage).
   void backward(ConstMatrix dout, int n) override;
 
+  // Generation with key/value caches, on a whole model (one stage): caches for positions
+  // [0, seq_len) of one sequence, then forward_cached on the prompt (prefill, first_position
+  // 0) and on one token at a time after it: tokens [rows] at positions [first_position,
+  // first_position + rows), first_position + rows <= seq_len. Returns their logits
+  // [rows, vocab/tp], a window valid until the next forward. Each call computes only its own
+  // rows: a decoded token costs one row's Linears plus attention over the cached positions,
+  // where forward() recomputes the whole window.
+  std::vector<KvCache> make_caches() const;
+  ConstMatrix forward_cached(kernels::ConstLabels tokens, int rows, int first_position,
+                             std::vector<KvCache>& caches);
+
   int classes() const override { return spec_.vocab; }
   int local_classes() const override;
   int class_offset() const override;

@@ -105,6 +105,9 @@ class Block : public Layer {
   // ctx.first_sample counts token rows (see CausalSelfAttention).
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
+  // Generation: forward with the attention's key/value cache (CausalSelfAttention::
+  // forward_cached), rows consecutive tokens at positions [first_position, ...).
+  void forward_cached(ConstMatrix x, int rows, int first_position, KvCache& cache);
   std::int64_t flops_per_sample() const override;  // attn + mlp
   void for_each_part(const std::function<void(Layer&)>& f) override {
     f(ln_1_);
@@ -115,6 +118,7 @@ class Block : public Layer {
 
   const LayerNorm& ln_1() const { return ln_1_; }
   const CausalSelfAttention& attn() const { return attn_; }
+  CausalSelfAttention& attn() { return attn_; }
   const LayerNorm& ln_2() const { return ln_2_; }
   const FeedForward& mlp() const { return mlp_; }
 
