@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Trellis needs to build, test and run its demo, then a Python
-# virtual environment with tensorboard (for the event-file test) at ${TRELLIS_VENV:-/opt/trellis-venv}.
+# virtual environment for the tools at ${TRELLIS_VENV:-/opt/trellis-venv}: tensorboard (the
+# event-file test), Hugging Face tokenizers and pyarrow (tools/text_to_bpe.py: BPE tokenisation,
+# Parquet input).
 # `--bench` also installs what `make bench` compares against (Debian's PyTorch, python3-torch).
 # Idempotent: packages already installed are skipped, and apt is not touched when nothing is
-# missing; the venv is left alone when it already imports tensorboard. Clusters provide the
+# missing; the venv is left alone when it already imports all of them. Clusters provide the
 # same dependencies through modules or Spack instead; see README.
 set -euo pipefail
 
@@ -11,7 +13,7 @@ packages=(
   build-essential cmake pkg-config patchelf
   openmpi-bin libopenmpi-dev
   libhdf5-openmpi-dev hdf5-tools
-  libboost-program-options-dev
+  libboost-program-options-dev nlohmann-json3-dev
   catch2
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
@@ -52,13 +54,16 @@ else
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# tensorboard for tests/tools/test_tensorboard_events.py. Debian's python3 is "externally managed"
-# (PEP 668), so pip goes into a venv; --system-site-packages keeps Debian's numpy and h5py.
+# tensorboard for tests/tools/test_tensorboard_events.py, tokenizers and pyarrow for
+# tools/text_to_bpe.py (neither is packaged by Debian 12). Debian's python3 is "externally
+# managed" (PEP 668), so pip goes into a venv; --system-site-packages keeps Debian's numpy and
+# h5py.
 venv=${TRELLIS_VENV:-/opt/trellis-venv}
-if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "import tensorboard" >/dev/null 2>&1; then
-  echo "install-deps: $venv already has tensorboard"
+venv_packages=(tensorboard tokenizers "pyarrow<20")  # pyarrow 20+ wants NumPy 2; Debian 12 has 1.24
+if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "import tensorboard, tokenizers, pyarrow" >/dev/null 2>&1; then
+  echo "install-deps: $venv already has ${venv_packages[*]}"
 else
-  echo "install-deps: installing tensorboard into $venv"
+  echo "install-deps: installing ${venv_packages[*]} into $venv"
   in_venv_dir=()  # root is needed only where the venv's folder is not ours
   if ! { [[ -w "$venv" ]] || { [[ ! -e "$venv" ]] && [[ -w "$(dirname "$venv")" ]]; }; }; then
     in_venv_dir=(as_root)
@@ -66,6 +71,6 @@ else
   if [[ ! -x "$venv/bin/python" ]]; then
     "${in_venv_dir[@]}" /usr/bin/python3 -m venv --system-site-packages "$venv"
   fi
-  "${in_venv_dir[@]}" "$venv/bin/python" -m pip install -q tensorboard
-  "$venv/bin/python" -c "import tensorboard; print('install-deps: tensorboard', tensorboard.__version__)"
+  "${in_venv_dir[@]}" "$venv/bin/python" -m pip install -q "${venv_packages[@]}"
+  "$venv/bin/python" -c "import tensorboard, tokenizers, pyarrow; print('install-deps: tensorboard', tensorboard.__version__, 'tokenizers', tokenizers.__version__, 'pyarrow', pyarrow.__version__)"
 fi
