@@ -26,12 +26,15 @@ TRELLIS_VENV ?= /opt/trellis-venv
 # tests: $(shell ...) and $(...) would test the pipe they read from.
 DEMO_PROGRESS = progress=lines; if test -t 1; then progress=bar; fi;
 
-.PHONY: all deps configure build build-portable bundle test demo demo-cnn demo-gpt bench tensorboard clean
+.PHONY: all deps deps-hf configure build build-portable bundle test demo demo-cnn demo-gpt bench tensorboard clean
 
 all: build
 
 deps:
 	tools/install-deps.sh
+
+deps-hf:
+	tools/install-deps.sh --hf
 
 configure: deps
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
@@ -50,8 +53,10 @@ build-portable: configure
 	  -DTRELLIS_PORTABLE_KERNELS=ON $(PORTABLE_CMAKE_ARGS)
 	cmake --build $(PORTABLE_BUILD_DIR) -j $(JOBS) --target trellis trellis_unit_tests trellis_mpi_tests
 
-# Every test of the normal build, then the device-code-path tests of the portable build.
-test: build build-portable
+# Every test of the normal build, then the device-code-path tests of the portable build. The
+# Hugging Face peers (PyTorch, transformers: tools/install-deps.sh --hf) come first, for
+# e2e.hf_transformers.
+test: deps-hf build build-portable
 	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900
 	cd $(PORTABLE_BUILD_DIR) && ctest --output-on-failure --timeout 900 -j $(JOBS)
 

@@ -3,6 +3,9 @@
 find_package(Threads REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C CXX)
 find_package(Boost 1.70 REQUIRED COMPONENTS program_options)
+# JSON for the Hugging Face bridge (config.json, safetensors headers; train/hf): header-only
+# (Debian: nlohmann-json3-dev), linked by the one layer that parses JSON.
+find_package(nlohmann_json 3 REQUIRED)
 # A host BLAS for host builds without oneDNN (sgemm_). CUDA builds run every GEMM on the device
 # and link none: OpenBLAS alone would be a third of a bundle (docs/gpu-check.md).
 if(NOT TRELLIS_ENABLE_CUDA)

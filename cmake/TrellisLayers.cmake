@@ -7,8 +7,8 @@
 # the lower layers' header folders only, so an upward #include is a "No such file" error at
 # compile time, not a review comment. trellis_lib aggregates all layers for main() and tests.
 set(TRELLIS_LAYERS core kernels comm data nn int8 parallel optim
-    train/model train/config train/files train/input train/faults train/monitoring train/loop
-    train/commands)
+    train/model train/config train/files train/hf train/input train/faults train/monitoring
+    train/loop train/commands)
 set(TRELLIS_LAYER_INCLUDE_ROOT ${CMAKE_BINARY_DIR}/include-layers)
 
 # Everything every layer needs: third-party targets and the build-wide definitions (they must
@@ -65,6 +65,10 @@ foreach(layer IN LISTS TRELLIS_LAYERS)
   list(APPEND below ${layer})
   set(previous ${target})
 endforeach()
+
+# The Hugging Face bridge reads and writes JSON (config.json, safetensors headers); the layers
+# above see the library through it, but none of their headers need it.
+target_link_libraries(trellis_train_hf PUBLIC nlohmann_json::nlohmann_json)
 
 # The optimizers' per-element square roots vectorise only without errno semantics (see
 # src/optim/host_loops.hpp); GCC ignores no-math-errno in optimize attributes and pragmas.

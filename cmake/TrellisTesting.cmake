@@ -12,6 +12,12 @@ find_program(TRELLIS_PYTHON NAMES python3 DOC "python3 with numpy and h5py for t
 # tensorboard, unless TRELLIS_REQUIRE_TENSORBOARD=1 is in the environment (CI: .ci/run).
 set(TRELLIS_PYTHON_TB /opt/trellis-venv/bin/python CACHE FILEPATH
     "python with the tensorboard package (made by tools/install-deps.sh)")
+# A python with torch, transformers and safetensors for e2e.hf_transformers (the Hugging Face
+# bridge against transformers itself; `tools/install-deps.sh --hf` makes it, `make test` runs
+# that). The test checks at run time and is skipped (77) when that python lacks them; empty:
+# the TRELLIS_HF_PYTHON of the environment ctest runs in, else TRELLIS_PYTHON.
+set(TRELLIS_HF_PYTHON /opt/trellis-hf-venv/bin/python CACHE FILEPATH
+    "python with torch, transformers and safetensors")
 set(TRELLIS_FASHION_MNIST_DIR /usr/share/datasets/fashion-mnist CACHE PATH
     "Fashion-MNIST IDX files (*-ubyte.gz; Debian's dataset-fashion-mnist)")
 set(TRELLIS_TEXT_CORPUS /usr/share/common-licenses/GPL-3 CACHE FILEPATH

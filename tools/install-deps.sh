@@ -4,6 +4,10 @@
 # event-file test), Hugging Face tokenizers and pyarrow (tools/text_to_bpe.py: BPE tokenisation,
 # Parquet input).
 # `--bench` also installs what `make bench` compares against (Debian's PyTorch, python3-torch).
+# `--hf` also makes ${TRELLIS_HF_VENV:-/opt/trellis-hf-venv}: PyTorch 2.x, transformers,
+# safetensors and tokenizers from PyPI, which e2e.hf_transformers and tools/bench/llama_bench.sh
+# compare against (about 5 GB: PyPI's torch brings CUDA libraries; nothing in Trellis needs it
+# at run time). A failed download is a warning there, and the test is then skipped.
 # Idempotent: packages already installed are skipped, and apt is not touched when nothing is
 # missing; the venv is left alone when it already imports all of them. Clusters provide the
 # same dependencies through modules or Spack instead; see README.
@@ -21,6 +25,8 @@ packages=(
   python3-numpy python3-h5py python3-venv python3-matplotlib python3-pil
 )
 [[ "${1:-}" == "--bench" ]] && packages+=(python3-torch)
+want_hf=false
+[[ "${1:-}" == "--hf" ]] && want_hf=true
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
   echo "install-deps: not a Debian-based system; install MPI, parallel HDF5, Kokkos(+Kernels)," >&2
@@ -73,4 +79,19 @@ else
   fi
   "${in_venv_dir[@]}" "$venv/bin/python" -m pip install -q "${venv_packages[@]}"
   "$venv/bin/python" -c "import tensorboard, tokenizers, pyarrow; print('install-deps: tensorboard', tensorboard.__version__, 'tokenizers', tokenizers.__version__, 'pyarrow', pyarrow.__version__)"
+fi
+
+# The Hugging Face peers (--hf): a venv of its own, so the tools' venv stays small.
+hf_venv=${TRELLIS_HF_VENV:-/opt/trellis-hf-venv}
+if $want_hf; then
+  if [[ -x "$hf_venv/bin/python" ]] &&
+      "$hf_venv/bin/python" -c "import torch, transformers, safetensors, tokenizers, h5py" >/dev/null 2>&1; then
+    echo "install-deps: $hf_venv already has torch, transformers, safetensors, tokenizers"
+  else
+    echo "install-deps: installing torch, transformers, safetensors, tokenizers into $hf_venv"
+    { [[ -x "$hf_venv/bin/python" ]] || /usr/bin/python3 -m venv "$hf_venv"; } &&
+      "$hf_venv/bin/python" -m pip install -q torch transformers safetensors tokenizers h5py numpy &&
+      "$hf_venv/bin/python" -c "import torch, transformers; print('install-deps: torch', torch.__version__, 'transformers', transformers.__version__)" ||
+      echo "install-deps: WARNING: the Hugging Face venv could not be made; e2e.hf_transformers will be skipped" >&2
+  fi
 fi

@@ -16,6 +16,16 @@ set_tests_properties(e2e.monitoring PROPERTIES SKIP_RETURN_CODE 77)
 set_tests_properties(e2e.disk_full PROPERTIES SKIP_RETURN_CODE 77)
 trellis_add_e2e_test(NAME gpt_equivalence SCRIPT ${E2E}/gpt_equivalence.sh)
 trellis_add_e2e_test(NAME llama_equivalence SCRIPT ${E2E}/llama_equivalence.sh)
+# The Hugging Face bridge: init.weights on every layout (no transformers needed), and the
+# comparison with transformers, which exits 77 (skipped) when its Python (TRELLIS_HF_PYTHON,
+# else TRELLIS_PYTHON) cannot import torch, transformers and safetensors.
+trellis_add_e2e_test(NAME init_weights SCRIPT ${E2E}/init_weights.sh)
+trellis_add_e2e_test(NAME hf_transformers SCRIPT ${E2E}/hf_transformers.sh TIMEOUT 900)
+set_tests_properties(e2e.hf_transformers PROPERTIES SKIP_RETURN_CODE 77)
+if(TRELLIS_HF_PYTHON)
+  set_property(TEST e2e.hf_transformers APPEND PROPERTY ENVIRONMENT
+               "TRELLIS_HF_PYTHON=${TRELLIS_HF_PYTHON}")
+endif()
 trellis_add_e2e_test(NAME cnn_equivalence SCRIPT ${E2E}/cnn_equivalence.sh)
 set_tests_properties(e2e.cnn_equivalence PROPERTIES FIXTURES_REQUIRED fashion_data)
 # A one-node Slurm cluster on localhost (tests/cluster/cluster.sh; needs root, exits 77 otherwise):

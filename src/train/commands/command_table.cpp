@@ -39,15 +39,33 @@ std::vector<Command> make_table() {
        false,
        run_eval_command},
       {"export",
-       "write a structurally pruned model without its pruned neurons/channels",
-       "Writes a weights file of a structurally pruned model (prune.method = structured) with\n"
-       "its pruned MLP neurons or CNN channels removed; `trellis eval` and `trellis quantize`\n"
-       "take it as it is.",
-       {{"--weights", K::text, "FILE", "", true, "the pruned run's weights file"},
-        {"--out", K::text, "FILE", "", true, "the smaller weights file to write"},
-        {"--prune", K::flag, "", "", false, "remove the pruned units (the only export so far)"}},
+       "write a pruned model without its pruned units, or a decoder as a Hugging Face folder",
+       "--prune: writes a weights file of a structurally pruned model (prune.method =\n"
+       "structured) with its pruned MLP neurons or CNN channels removed; `trellis eval` and\n"
+       "`trellis quantize` take it as it is. --format hf: writes a gpt or llama model as a\n"
+       "Hugging Face model folder (config.json, safetensors) for transformers' from_pretrained.",
+       {{"--weights", K::text, "FILE", "", true, "the weights file (model.h5)"},
+        {"--out", K::text, "PATH", "", true,
+         "the weights file (--prune) or model folder (--format hf) to write"},
+        {"--prune", K::flag, "", "", false, "remove the pruned units"},
+        {"--format", K::text, "trellis|hf", "trellis", false,
+         "trellis: a weights file (with --prune); hf: a Hugging Face model folder "
+         "(GPT2LMHeadModel or LlamaForCausalLM)"},
+        {"--dtype", K::text, "fp32|bf16|fp16", "fp32", false,
+         "hf: the dtype of the safetensors tensors"},
+        {"--shard-mb", K::real, "MIB", "5000", false,
+         "hf: the largest safetensors file; larger models are sharded with an index", 0}},
        false,
        run_export_command},
+      {"import",
+       "read a Hugging Face model folder (GPT-2, Llama) into a weights file",
+       "Reads a Hugging Face model folder (config.json, model.safetensors or its shards;\n"
+       "GPT2LMHeadModel or LlamaForCausalLM, F32/F16/BF16 tensors) into a Trellis weights\n"
+       "file that `trellis eval`, `generate` and training (--init.weights) take as it is.",
+       {{"--hf", K::text, "DIR", "", true, "the Hugging Face model folder"},
+        {"--out", K::text, "FILE", "", true, "the weights file to write"}},
+       false,
+       run_import_command},
       {"quantize",
        "int8 model calibrated on a dataset",
        "Post-training int8 quantization of every Linear and convolution: activation scales\n"
@@ -88,7 +106,10 @@ std::vector<Command> make_table() {
         {"--tokens", K::integer, "N", "200", false, "tokens to generate", 0},
         {"--temperature", K::real, "T", "1", false, "softmax temperature (0: greedy)", 0},
         {"--top-k", K::integer, "K", "0", false, "sample among the K likeliest (0: all)", 0},
-        {"--seed", K::integer, "S", "0", false, "random seed of the draws", 0}},
+        {"--seed", K::integer, "S", "0", false, "random seed of the draws", 0},
+        {"--logits", K::text, "FILE", "", false,
+         "also write the logits of every prompt position, float32 [prompt bytes, vocab], as a "
+         ".npy file (before sampling)"}},
        false,
        run_generate_command},
   };

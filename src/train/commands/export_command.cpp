@@ -193,10 +193,19 @@ void export_command(MPI_Comm world, const ExportOptions& options, const Logger& 
   int rank = 0;
   TRELLIS_MPI(MPI_Comm_rank(world, &rank));
   run_agreed(world, log, [&] {
+    if (options.format == "hf") {
+      if (options.prune)
+        throw ConfigError("export: --prune writes a trellis weights file; not with --format hf");
+      if (rank == 0) export_hf(options, log);
+      return;
+    }
+    if (options.format != "trellis")
+      throw ConfigError("export: --format " + options.format + ": expected trellis or hf");
     if (!options.prune)
       throw ConfigError(
           "export: nothing to do; --prune removes the units of a structurally "
-          "pruned model (prune.method = structured)");
+          "pruned model (prune.method = structured), --format hf writes a Hugging Face "
+          "model folder");
     if (rank == 0) export_pruned(options, log);
   });
 }
@@ -205,7 +214,10 @@ int run_export_command(const CommandContext& context, const CommandArgs& args) {
   ExportOptions options;
   options.weights = args.text("--weights");
   options.out = args.text("--out");
+  options.format = args.text("--format");
   options.prune = args.flag("--prune");
+  options.dtype = parse_precision(args.text("--dtype"), "--dtype");
+  options.shard_mb = args.real("--shard-mb");
   export_command(context.world, options, context.log);
   return 0;
 }

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <numeric>
 #include <vector>
 
@@ -47,6 +48,26 @@ int sample_token(const std::vector<float>& logits, double temperature, int top_k
     if (threshold < 0) return order[static_cast<std::size_t>(i)];
   }
   return order[static_cast<std::size_t>(k - 1)];
+}
+
+// rows x cols float32 values as a .npy file (format 1.0: magic, header length, a Python dict
+// padded with spaces to a multiple of 64 bytes and ended by a newline, then the data).
+void write_npy(const std::string& path, const std::vector<float>& values, std::size_t rows,
+               std::size_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write("\x93NUMPY\x01\x00", 8);
+  const char length[2] = {static_cast<char>(header.size() & 0xff),
+                          static_cast<char>(header.size() >> 8)};
+  out.write(length, 2);
+  out << header;
+  out.write(reinterpret_cast<const char*>(values.data()),
+            static_cast<std::streamsize>(values.size() * sizeof(float)));
+  out.close();
+  if (!out) throw Error(path + ": cannot write the logits");
 }
 
 }  // namespace
@@ -91,6 +112,23 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
   nn::StepContext ctx;
   ctx.training = false;
   const std::uint64_t stream = stream_from_name("generate");
+  if (!options.logits.empty()) {  // the prompt's window, in one forward pass
+    const std::size_t length =
+        std::min<std::size_t>(context.size(), static_cast<std::size_t>(seq_len));
+    for (std::size_t t = 0; t < static_cast<std::size_t>(seq_len); ++t)
+      buffers.host_tokens(t) = t < length ? context[context.size() - length + t] : 0;
+    buffers.upload(1);
+    nn::ModelInput input;
+    input.tokens = buffers.token_rows(0, 1);
+    const ConstMatrix out = model->forward(input, 1, ctx);
+    const auto host = Kokkos::create_mirror_view_and_copy(
+        HostSpace(), Kokkos::subview(out, std::make_pair(std::size_t{0}, length), Kokkos::ALL()));
+    std::vector<float> values(length * static_cast<std::size_t>(vocab));
+    for (std::size_t t = 0; t < length; ++t)
+      for (int v = 0; v < vocab; ++v)
+        values[t * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(v)] = host(t, v);
+    write_npy(options.logits, values, length, static_cast<std::size_t>(vocab));
+  }
   for (std::int64_t i = 0; i < options.tokens; ++i) {
     const std::size_t length =
         std::min<std::size_t>(context.size(), static_cast<std::size_t>(seq_len));
@@ -121,6 +159,7 @@ int run_generate_command(const CommandContext& context, const CommandArgs& args)
   options.temperature = args.real("--temperature");
   options.top_k = static_cast<int>(std::min<std::int64_t>(args.integer("--top-k"), 1 << 30));
   options.seed = static_cast<std::uint64_t>(args.integer("--seed"));
+  options.logits = args.text("--logits");
   generate_command(context.world, options, context.log);
   return 0;
 }

@@ -283,6 +283,10 @@ const std::vector<ConfigEntry>& config_table() {
       KEY("run.overwrite", "false",
           "a new run deletes an earlier run in run.dir first; false: refused (exit 2)", boolean,
           FIELD(run_overwrite)),
+      KEY("init.weights", "",
+          "start from this weights file's parameters (a model.h5, `trellis import`); the model.* "
+          "keys must describe its model; empty: fresh initialisation; a resumed run ignores it",
+          text, FIELD(init.weights)),
       KEY("ckpt.dir", "", "checkpoint directory; empty: <run.dir>/checkpoints", text,
           FIELD(ckpt.dir)),
       KEY("ckpt.interval_steps", "0", "write a checkpoint every this many steps; 0 = not by steps",

@@ -53,6 +53,17 @@ void write_weights_file(const std::string& path, const std::vector<TensorPiece>&
   }
 }
 
+void read_weights_pieces(const std::string& path, const std::vector<TensorPiece>& pieces,
+                         MPI_Comm comm, const Hdf5Tuning& tuning) {
+  read_tensor_file(
+      path, pieces,
+      [](hid_t file) {
+        check_file_format(file, kWeightsFormat, kWeightsFormatVersion,
+                          "is this a trellis weights file?");
+      },
+      comm, tuning);
+}
+
 std::string read_weights_config(const std::string& path) {
   H5File file = open_weights_file(path);
   if (!has_attribute(file.get(), "config"))

@@ -5,7 +5,9 @@
 #include "trellis/core/error.hpp"
 #include "trellis/core/timer.hpp"
 #include "trellis/parallel/tensor_ownership.hpp"
+#include "trellis/train/files/int8_weights.hpp"
 #include "trellis/train/files/weights_file.hpp"
+#include "trellis/train/loop/initial_weights.hpp"
 #include "trellis/train/monitoring/build_info.hpp"
 
 #include <algorithm>
@@ -207,6 +209,36 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
               config_.derived.checkpoint_dir +
               " is usable (see the warnings above); to start over set ckpt.resume = none and "
               "run.overwrite = true");
+}
+
+std::optional<ResumePoint> CheckpointManager::resume_or_start() {
+  std::optional<ResumePoint> point = resume_if_asked();
+  const std::string& path = config_.init.weights;
+  if (path.empty()) return point;
+  if (point) {
+    log_.info("init.weights = " + path + " not read: the run resumed from " + point->dir);
+    return point;
+  }
+  const MPI_Comm world = grid_.world().get();
+  std::vector<std::string> notes;
+  run_agreed(world, log_, [&] {
+    if (is_int8_weights(path))
+      throw ConfigError("init.weights = " + path +
+                        " is an int8 model; training starts from fp32 weights (model.h5)");
+    const TrainConfig stored = TrainConfig::from(
+        RawConfig::parse_text(read_weights_config(path), "the config stored in " + path, {}));
+    notes = check_initial_weights(stored, config_, path);
+  });
+  if (grid_.rank() == 0)
+    for (const std::string& note : notes) log_.warn(note);
+  Stopwatch watch;
+  read_weights_pieces(path, pieces(false), world);
+  model_.sync().load_shard_from_params();  // ZeRO-1: the master copy of this rank's shard
+  model_.parameters_changed(0);
+  char line[96];
+  std::snprintf(line, sizeof(line), " (read in %.2f s)", watch.seconds());
+  log_.info("init.weights: parameters from " + path + line);
+  return point;
 }
 
 std::string CheckpointManager::write_weights() const {

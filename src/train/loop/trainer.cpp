@@ -42,7 +42,7 @@ Trainer::Trainer(TrainConfig config, MPI_Comm world, const NodeBinding& node, co
   std::optional<ResumePoint> resumed;
   if (!dry_run_) {
     ReadingPaused paused(*train_data_);
-    resumed = checkpoints_->resume_if_asked();
+    resumed = checkpoints_->resume_or_start();
   }
   if (resumed) {
     runner_->restore(resumed->step, resumed->skipped_steps);

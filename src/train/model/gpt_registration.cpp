@@ -130,6 +130,18 @@ ModelRegistration decoder_registration(ModelType type, const char* name) {
     nn::validate(shape);
     if (shape.positions == nn::Positions::rope) kernels::rope_inverse_frequencies(shape.rope, 2);
   };
+  r.resolved = [](const ModelConfig& model) {
+    const nn::GptSpec shape = decoder_shape(model);
+    ModelConfig out = model;
+    out.n_kv_head = nn::gpt_block_spec(shape, nullptr).kv_heads();
+    out.d_ff = nn::gpt_block_spec(shape, nullptr).ff_width();
+    out.positions = shape.positions == nn::Positions::rope ? "rope" : "learned";
+    out.norm = nn::norm_kind_name(shape.norm);
+    out.mlp = nn::mlp_kind_name(shape.mlp);
+    out.bias = shape.bias ? "true" : "false";
+    out.tied_head = shape.tied_head ? "true" : "false";
+    return out;
+  };
   r.flops_per_sample = flops_of_built;
   r.sizes = gpt_sizes;
   r.to_int8 = int8_converter<nn::Gpt, int8::Int8Gpt>();

@@ -99,6 +99,7 @@ int run_eval_command(const CommandContext& context, const CommandArgs& args);
 int run_generate_command(const CommandContext& context, const CommandArgs& args);
 int run_quantize_command(const CommandContext& context, const CommandArgs& args);
 int run_export_command(const CommandContext& context, const CommandArgs& args);
+int run_import_command(const CommandContext& context, const CommandArgs& args);
 int run_info_command(const CommandContext& context, const CommandArgs& args);
 int run_runs_command(const CommandContext& context, const CommandArgs& args);
 

@@ -47,6 +47,11 @@ struct CheckpointConfig {
   double margin_s = 0;  // stop this long before a time limit
 };
 
+// init.*: where a new run's parameters come from (fine-tuning).
+struct InitConfig {
+  std::string weights;  // a weights file to start from; "" = fresh initialisation
+};
+
 // monitor.*: the device peak MFU is measured against.
 struct MonitorConfig {
   double peak_tflops = 0;   // 0: known GPU peak or measured SGEMM
@@ -178,6 +183,7 @@ struct TrainConfig {
   ParallelConfig parallel;
   PrecisionConfig precision;
   CheckpointConfig ckpt;
+  InitConfig init;
   FaultConfig fault;
   MonitorConfig monitor;
   CostConfig cost;

@@ -35,6 +35,14 @@ void write_weights_file(const std::string& path, const std::vector<TensorPiece>&
                         const std::string& config_ini, MPI_Comm comm,
                         const Hdf5Tuning& tuning = Hdf5Tuning{});
 
+// Collective over comm: reads each rank's pieces of a weights file ("params/<name>" and
+// "buffers/<name>", logical shapes and shard specs as write_weights_file takes them) with the
+// parallel tensor-file reader, whatever layout wrote the file: the tensors are whole logical
+// ones, so a run on another tp/pp/dp layout reads its own pieces of them (init.weights).
+// Throws the same InputError on every rank, naming the file and tensor.
+void read_weights_pieces(const std::string& path, const std::vector<TensorPiece>& pieces,
+                         MPI_Comm comm, const Hdf5Tuning& tuning = Hdf5Tuning{});
+
 // Opens a weights file for reading after checking its format; InputError naming the file.
 H5File open_weights_file(const std::string& path);
 // Writes the root attributes of a weights file (format, version, config).

@@ -56,6 +56,11 @@ class CheckpointManager {
   // belongs to another model, every rank throws AgreedFailure with ExitCode::bad_input (each
   // has printed the message; unwinding is safe), before anything in run.dir is touched.
   std::optional<ResumePoint> resume_if_asked();
+  // resume_if_asked(), and when it resumed nothing, init.weights' parameters (if set) for a
+  // new run (initial_weights.hpp): ConfigError naming the model.* key when the file holds
+  // another model, InputError naming the file and tensor when it cannot be read; every rank
+  // throws alike. Collective.
+  std::optional<ResumePoint> resume_or_start();
 
   // Collective: the parameters and buffers as run.dir/model.h5; returns its path.
   std::string write_weights() const;

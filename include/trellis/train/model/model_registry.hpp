@@ -61,6 +61,10 @@ struct ModelRegistration {
   // The model's shape rules that need no data (ConfigError naming the keys); run when the
   // configuration is read.
   std::function<void(const ModelConfig&)> validate;
+  // The model.* values with every "auto" (or 0 = the type's default) option replaced by what
+  // this type chooses, so two configurations of one model compare equal key by key (init.weights
+  // against the file's). Unset: the values are what they say.
+  std::function<ModelConfig(const ModelConfig&)> resolved;
   // Training FLOPs per sample of the whole logical model (forward + backward), whatever part
   // of it `built` (this rank's stage) holds.
   std::function<double(const ModelConfig&, const DataShape&, const nn::Model& built)>
