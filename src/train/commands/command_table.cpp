@@ -98,7 +98,7 @@ std::vector<Command> make_table() {
        run_runs_command,
        "--dir"},
       {"generate",
-       "sample text from a trained gpt",
+       "sample text from a trained gpt or llama",
        "Samples text from a trained language model, on one rank; the same command prints the\n"
        "same text.",
        {{"--weights", K::text, "FILE", "", true, "the weights file of a gpt run"},
@@ -109,7 +109,9 @@ std::vector<Command> make_table() {
         {"--seed", K::integer, "S", "0", false, "random seed of the draws", 0},
         {"--logits", K::text, "FILE", "", false,
          "also write the logits of every prompt position, float32 [prompt bytes, vocab], as a "
-         ".npy file (before sampling)"}},
+         ".npy file (before sampling)"},
+        {"--no-cache", K::flag, "", "", false,
+         "recompute the whole window for every token (no key/value cache; the reference)"}},
        false,
        run_generate_command},
   };

@@ -6,6 +6,7 @@
 #include "trellis/core/error.hpp"
 #include "trellis/core/format.hpp"
 #include "trellis/core/host_copy.hpp"
+#include "trellis/data/tokenizer_blob.hpp"
 #include "trellis/train/commands/saved_model.hpp"
 #include "trellis/train/config/train_config.hpp"
 #include "trellis/train/files/int8_weights.hpp"
@@ -152,7 +153,7 @@ void export_pruned(const ExportOptions& options, const Logger& log) {
   SavedModel small;
   build_saved_model(small, config, shape, 1);
   write_weights_file(options.out, selected_pieces(dense, small, selection), config.to_ini(),
-                     MPI_COMM_SELF);
+                     MPI_COMM_SELF, Hdf5Tuning{}, read_tokenizer_json(options.weights));
   log.info(format_text("export: %s -> %s (%s): %s; parameters %lld -> %lld",
                        options.weights.c_str(), options.out.c_str(),
                        small.model->describe().c_str(), selection.summary.c_str(),

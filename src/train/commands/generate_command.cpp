@@ -7,8 +7,13 @@
 #include "trellis/comm/agreement.hpp"
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/error.hpp"
+#include "trellis/core/format.hpp"
 #include "trellis/core/rng.hpp"
+#include "trellis/core/timer.hpp"
+#include "trellis/data/tokenizer_blob.hpp"
+#include "trellis/nn/gpt.hpp"
 #include "trellis/train/commands/saved_model.hpp"
+#include "trellis/train/hf/bpe_tokenizer.hpp"
 #include "trellis/train/input/batch_buffers.hpp"
 #include "trellis/train/model/model_registry.hpp"
 
@@ -16,7 +21,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 namespace trellis {
@@ -70,13 +77,124 @@ void write_npy(const std::string& path, const std::vector<float>& values, std::s
   if (!out) throw Error(path + ": cannot write the logits");
 }
 
+// The text <-> ids of the model: its BPE tokenizer (kept in the weights file), else bytes
+// (vocab <= 256: the byte tokenizer), else ids written as numbers.
+struct TextCodec {
+  std::optional<BpeTokenizer> bpe;
+  int vocab = 0;
+
+  std::vector<int> encode(const std::string& text) const {
+    std::vector<int> ids;
+    if (bpe) {
+      for (std::int32_t id : bpe->encode(text)) ids.push_back(id);
+    } else {
+      for (unsigned char c : text) ids.push_back(c);
+    }
+    for (int id : ids)
+      if (id >= vocab)
+        throw ConfigError("prompt token " + std::to_string(id) + " is outside the vocabulary of " +
+                          std::to_string(vocab));
+    return ids;
+  }
+  std::string decode(const std::vector<int>& ids) const {
+    if (bpe) return bpe->decode(std::vector<std::int32_t>(ids.begin(), ids.end()));
+    std::string text;
+    for (int id : ids)
+      text += vocab <= 256 ? std::string(1, static_cast<char>(id)) : " " + std::to_string(id);
+    return text;
+  }
+};
+
+// The next token's logits without a cache: the last seq_len tokens of the context are placed
+// at the start of a window and the whole window is recomputed for every token.
+class WindowDecoder {
+ public:
+  WindowDecoder(nn::Model& model, int seq_len, int vocab)
+      : model_(model),
+        buffers_(1, 0, seq_len),
+        seq_len_(seq_len),
+        row_("trellis::generate::logits", static_cast<std::size_t>(vocab)) {}
+
+  // All positions' logits of the window, [length, vocab] (the last row: the next token's).
+  ConstMatrix window(const std::vector<int>& context, std::size_t& length) {
+    length = std::min<std::size_t>(context.size(), static_cast<std::size_t>(seq_len_));
+    for (std::size_t t = 0; t < static_cast<std::size_t>(seq_len_); ++t)
+      buffers_.host_tokens(t) = t < length ? context[context.size() - length + t] : 0;
+    buffers_.upload(1);
+    nn::ModelInput input;
+    input.tokens = buffers_.token_rows(0, 1);
+    nn::StepContext eval;
+    eval.training = false;
+    return model_.forward(input, 1, eval);
+  }
+  std::vector<float> next(const std::vector<int>& context) {
+    std::size_t length = 0;
+    const ConstMatrix out = window(context, length);
+    Kokkos::deep_copy(row_, Kokkos::subview(out, length - 1, Kokkos::ALL()));
+    return std::vector<float>(row_.data(), row_.data() + row_.size());
+  }
+
+ private:
+  nn::Model& model_;
+  BatchBuffers buffers_;
+  int seq_len_;
+  HostFloatView row_;
+};
+
+// The next token's logits with key/value caches (nn::Gpt::forward_cached): the prompt is
+// prefilled once, then each new token is one row. When the window is full, the cache restarts
+// from the last seq_len / 2 tokens (one prefill per seq_len / 2 tokens), where the cache-less
+// path slides by one token: the two agree while prompt and output fit in the window.
+class CachedDecoder {
+ public:
+  CachedDecoder(nn::Gpt& gpt, int seq_len, int vocab)
+      : gpt_(gpt),
+        seq_len_(seq_len),
+        caches_(gpt.make_caches()),
+        ids_("trellis::generate::ids", static_cast<std::size_t>(seq_len)),
+        host_ids_(Kokkos::create_mirror_view(ids_)),
+        row_("trellis::generate::logits", static_cast<std::size_t>(vocab)) {}
+
+  // Prefills the last tokens of the context (at most seq_len, or seq_len / 2 on a restart).
+  std::vector<float> prefill(const std::vector<int>& context, std::size_t keep) {
+    const std::size_t n = std::min(context.size(), keep);
+    for (std::size_t t = 0; t < n; ++t) host_ids_(t) = context[context.size() - n + t];
+    filled_ = static_cast<int>(n);
+    return run(filled_, 0);
+  }
+  // After context.push_back(token): that token's row, at the next position.
+  std::vector<float> next(const std::vector<int>& context) {
+    if (filled_ == seq_len_) {
+      ++restarts_;
+      return prefill(context, static_cast<std::size_t>(seq_len_ / 2));
+    }
+    host_ids_(0) = context.back();
+    return run(1, filled_++);
+  }
+  int restarts() const { return restarts_; }
+
+ private:
+  std::vector<float> run(int rows, int first_position) {
+    Kokkos::deep_copy(ids_, host_ids_);
+    const ConstMatrix out = gpt_.forward_cached(ids_, rows, first_position, caches_);
+    Kokkos::deep_copy(row_, Kokkos::subview(out, rows - 1, Kokkos::ALL()));
+    return std::vector<float>(row_.data(), row_.data() + row_.size());
+  }
+
+  nn::Gpt& gpt_;
+  int seq_len_, filled_ = 0, restarts_ = 0;
+  std::vector<nn::KvCache> caches_;
+  IntView ids_;
+  IntView::HostMirror host_ids_;
+  HostFloatView row_;
+};
+
 }  // namespace
 
 void generate_command(MPI_Comm world, const GenerateOptions& options, const Logger& log) {
   int rank = 0;
   TRELLIS_MPI(MPI_Comm_rank(world, &rank));
   if (rank != 0) return;  // sampling one sequence is serial work; other ranks just exit
-  const MpiComm self = MpiComm::borrow(MPI_COMM_SELF);
 
   const TrainConfig config = saved_config(options.weights);
   if (model_registration(config.model.type).data != DataKind::tokens)
@@ -95,32 +213,19 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
   open_saved_model(saved, options.weights, config, shape, 1);
   nn::Model* model = saved.model.get();
 
-  std::vector<int> context;
-  for (unsigned char c : options.prompt) context.push_back(c);
-  if (context.empty()) context.push_back('\n');
-  for (int id : context)
-    if (id >= vocab)
-      throw ConfigError("prompt byte " + std::to_string(id) + " is outside the vocabulary of " +
-                        std::to_string(vocab));
+  TextCodec codec;
+  codec.vocab = vocab;
+  const std::string tokenizer = read_tokenizer_json(options.weights);
+  if (!tokenizer.empty())
+    codec.bpe = BpeTokenizer::from_json(tokenizer, options.weights + ":/tokenizer_json");
+  std::vector<int> context = codec.encode(options.prompt);
+  if (context.empty()) context = codec.encode("\n");
+  const std::size_t prompt_tokens = context.size();
 
-  BatchBuffers buffers(1, 0, seq_len);  // tokens [1, seq_len]
-  HostFloatView row("trellis::generate::logits", static_cast<std::size_t>(vocab));
-  std::vector<float> logits(static_cast<std::size_t>(vocab));
-  std::vector<int> order;
-  std::vector<double> weights;
-  std::string text = options.prompt;
-  nn::StepContext ctx;
-  ctx.training = false;
-  const std::uint64_t stream = stream_from_name("generate");
+  WindowDecoder window(*model, seq_len, vocab);
   if (!options.logits.empty()) {  // the prompt's window, in one forward pass
-    const std::size_t length =
-        std::min<std::size_t>(context.size(), static_cast<std::size_t>(seq_len));
-    for (std::size_t t = 0; t < static_cast<std::size_t>(seq_len); ++t)
-      buffers.host_tokens(t) = t < length ? context[context.size() - length + t] : 0;
-    buffers.upload(1);
-    nn::ModelInput input;
-    input.tokens = buffers.token_rows(0, 1);
-    const ConstMatrix out = model->forward(input, 1, ctx);
+    std::size_t length = 0;
+    const ConstMatrix out = window.window(context, length);
     const auto host = Kokkos::create_mirror_view_and_copy(
         HostSpace(), Kokkos::subview(out, std::make_pair(std::size_t{0}, length), Kokkos::ALL()));
     std::vector<float> values(length * static_cast<std::size_t>(vocab));
@@ -129,26 +234,42 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
         values[t * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(v)] = host(t, v);
     write_npy(options.logits, values, length, static_cast<std::size_t>(vocab));
   }
+  // The cache needs the fp32 decoder; an int8 model recomputes its window.
+  auto* gpt = dynamic_cast<nn::Gpt*>(model);
+  std::unique_ptr<CachedDecoder> cached;
+  if (gpt != nullptr && !options.no_cache)
+    cached = std::make_unique<CachedDecoder>(*gpt, seq_len, vocab);
+
+  std::vector<int> order;
+  std::vector<double> weights;
+  const std::uint64_t stream = stream_from_name("generate");
+  Stopwatch prefill_timer;
+  std::vector<float> logits =
+      cached ? cached->prefill(context, static_cast<std::size_t>(seq_len)) : window.next(context);
+  const double prefill_s = prefill_timer.fenced_seconds();
+  Stopwatch decode_timer;
   for (std::int64_t i = 0; i < options.tokens; ++i) {
-    const std::size_t length =
-        std::min<std::size_t>(context.size(), static_cast<std::size_t>(seq_len));
-    for (std::size_t t = 0; t < static_cast<std::size_t>(seq_len); ++t)
-      buffers.host_tokens(t) = t < length ? context[context.size() - length + t] : 0;
-    buffers.upload(1);
-    nn::ModelInput input;
-    input.tokens = buffers.token_rows(0, 1);
-    ConstMatrix out = model->forward(input, 1, ctx);
-    Kokkos::deep_copy(row, Kokkos::subview(out, length - 1, Kokkos::ALL()));
-    std::copy(row.data(), row.data() + vocab, logits.begin());
     const double u = random_uniform(options.seed, stream, static_cast<std::uint64_t>(i));
-    const int next = sample_token(logits, options.temperature, options.top_k, u, order, weights);
-    context.push_back(next);
-    if (vocab <= 256)
-      text.push_back(static_cast<char>(next));
-    else
-      text += " " + std::to_string(next);
+    context.push_back(sample_token(logits, options.temperature, options.top_k, u, order, weights));
+    if (i + 1 < options.tokens) logits = cached ? cached->next(context) : window.next(context);
   }
-  log.info(text);
+  const double decode_s = decode_timer.fenced_seconds();
+  const double decoded = static_cast<double>(std::max<std::int64_t>(options.tokens - 1, 0));
+  const std::size_t prefilled = std::min(prompt_tokens, static_cast<std::size_t>(seq_len));
+  log.info(format_text(
+      "generate: prefill %zu tokens in %.3f s (%.0f tokens/s); decode %.0f tokens in %.3f s "
+      "(%.1f tokens/s), %s",
+      prefilled, prefill_s, static_cast<double>(prefilled) / std::max(prefill_s, 1e-9), decoded,
+      decode_s, decoded / std::max(decode_s, 1e-9),
+      cached ? ("key/value cache" + (cached->restarts() > 0
+                                         ? ", restarted " + std::to_string(cached->restarts()) +
+                                               " time(s) from the last seq_len / 2 tokens"
+                                         : std::string()))
+                   .c_str()
+             : "no cache (the whole window per token)"));
+  const std::vector<int> generated(context.begin() + static_cast<std::ptrdiff_t>(prompt_tokens),
+                                   context.end());
+  log.info(options.prompt + codec.decode(generated));
 }
 
 int run_generate_command(const CommandContext& context, const CommandArgs& args) {
@@ -160,6 +281,7 @@ int run_generate_command(const CommandContext& context, const CommandArgs& args)
   options.top_k = static_cast<int>(std::min<std::int64_t>(args.integer("--top-k"), 1 << 30));
   options.seed = static_cast<std::uint64_t>(args.integer("--seed"));
   options.logits = args.text("--logits");
+  options.no_cache = args.flag("--no-cache");
   generate_command(context.world, options, context.log);
   return 0;
 }

@@ -6,6 +6,7 @@
 #include "trellis/core/error.hpp"
 #include "trellis/core/format.hpp"
 #include "trellis/core/host_copy.hpp"
+#include "trellis/data/tokenizer_blob.hpp"
 #include "trellis/nn/gpt.hpp"
 #include "trellis/train/commands/export_command.hpp"
 #include "trellis/train/commands/saved_model.hpp"
@@ -76,6 +77,16 @@ void export_hf(const ExportOptions& options, const Logger& log) {
   std::vector<std::string> files = write_hf_tensors(tmp, tensors, options.dtype, shard_bytes);
   write_file_durably(tmp + "/config.json", hf_config_json(spec, arch, options.dtype));
   files.insert(files.begin(), "config.json");
+  // The tokenizer a BPE-trained model keeps: tokenizer.json as it is, and the config that lets
+  // AutoTokenizer.from_pretrained find it (its end-of-text token as eos).
+  const std::string tokenizer = read_tokenizer_json(options.weights);
+  if (!tokenizer.empty()) {
+    write_file_durably(tmp + "/tokenizer.json", tokenizer);
+    write_file_durably(tmp + "/tokenizer_config.json",
+                       hf_tokenizer_config_json(tokenizer, spec.seq_len));
+    files.push_back("tokenizer.json");
+    files.push_back("tokenizer_config.json");
+  }
   publish_by_rename(tmp, options.out);
 
   std::int64_t numel = 0;

@@ -181,7 +181,14 @@ void import_hf(const ImportOptions& options, const Logger& log) {
     numel += shape_numel(piece.logical_shape);
     pieces.push_back(std::move(piece));
   }
-  write_weights_file(options.out, pieces, config.to_ini(), MPI_COMM_SELF);
+  // The folder's tokenizer, when it has one, goes with the model (generate reads it).
+  std::string tokenizer;
+  const std::string tokenizer_path = options.hf_dir + "/tokenizer.json";
+  if (std::ifstream(tokenizer_path).good()) {
+    tokenizer = read_text(tokenizer_path);
+    notes.push_back("tokenizer.json kept in the weights file");
+  }
+  write_weights_file(options.out, pieces, config.to_ini(), MPI_COMM_SELF, Hdf5Tuning{}, tokenizer);
   for (const std::string& note : notes) log.info("import: note: " + note);
   log.info(format_text("import: %s (%s, %zu tensor file(s)) -> %s: %s, %lld parameters",
                        options.hf_dir.c_str(), hf_architecture(hf.arch), folder.files(),

@@ -6,6 +6,7 @@
 #include "trellis/core/error.hpp"
 #include "trellis/data/hdf5.hpp"
 #include "trellis/data/hdf5_attributes.hpp"
+#include "trellis/data/tokenizer_blob.hpp"
 #include "trellis/train/files/tensor_file.hpp"
 
 #include <cstdio>
@@ -27,21 +28,24 @@ H5File open_weights_file(const std::string& path) {
   return file;
 }
 
-void write_weights_root(hid_t file, const std::string& config_ini) {
+void write_weights_root(hid_t file, const std::string& config_ini,
+                        const std::string& tokenizer_json) {
   write_string_attribute(file, "format", kWeightsFormat);
   write_int_attribute(file, "format_version", kWeightsFormatVersion);
   write_string_attribute(file, "config", config_ini);
+  write_tokenizer_json(file, tokenizer_json);
 }
 
 void write_weights_file(const std::string& path, const std::vector<TensorPiece>& pieces,
-                        const std::string& config_ini, MPI_Comm comm, const Hdf5Tuning& tuning) {
+                        const std::string& config_ini, MPI_Comm comm, const Hdf5Tuning& tuning,
+                        const std::string& tokenizer_json) {
   int rank = 0;
   TRELLIS_MPI(MPI_Comm_rank(comm, &rank));
   const std::string tmp = path + ".tmp";
   PhaseFailure failure;
   try {
     write_tensor_file(
-        tmp, pieces, [&](hid_t file) { write_weights_root(file, config_ini); },
+        tmp, pieces, [&](hid_t file) { write_weights_root(file, config_ini, tokenizer_json); },
         {"params", "buffers"}, comm, tuning);
     capture(failure, PhaseFailure::kWhole, path + ": ", false, [&] {
       if (rank == 0) publish_by_rename(tmp, path);

@@ -313,4 +313,20 @@ HfModelConfig hf_model_config(const std::string& json_text, const std::string& p
   return out;
 }
 
+std::string hf_tokenizer_config_json(const std::string& tokenizer_json, int seq_len) {
+  nlohmann::json out = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                        {"model_max_length", seq_len}};
+  const nlohmann::json tok = nlohmann::json::parse(tokenizer_json, nullptr, false);
+  if (tok.is_object() && tok.contains("added_tokens") && tok["added_tokens"].is_array()) {
+    for (const auto& added : tok["added_tokens"]) {
+      if (added.value("special", false) && added.contains("content")) {
+        const std::string eot = added["content"].get<std::string>();
+        out["bos_token"] = eot, out["eos_token"] = eot, out["pad_token"] = eot;
+        break;
+      }
+    }
+  }
+  return out.dump(2) + "\n";
+}
+
 }  // namespace trellis

@@ -4,10 +4,13 @@
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/timer.hpp"
+#include "trellis/data/shard_paths.hpp"
+#include "trellis/data/tokenizer_blob.hpp"
 #include "trellis/parallel/tensor_ownership.hpp"
 #include "trellis/train/files/int8_weights.hpp"
 #include "trellis/train/files/weights_file.hpp"
 #include "trellis/train/loop/initial_weights.hpp"
+#include "trellis/train/model/model_registry.hpp"
 #include "trellis/train/monitoring/build_info.hpp"
 
 #include <algorithm>
@@ -243,9 +246,18 @@ std::optional<ResumePoint> CheckpointManager::resume_or_start() {
 
 std::string CheckpointManager::write_weights() const {
   // The same pieces and writers as a checkpoint's, without the optimizer state: every rank
-  // writes what it owns, nobody gathers the model.
+  // writes what it owns, nobody gathers the model. A language model keeps the tokenizer of its
+  // training data (BPE token files carry one), so generate needs no data to speak text.
   const std::string path = config_.run_dir + "/model.h5";
-  write_weights_file(path, pieces(false), config_.to_ini(), grid_.world().get());
+  std::string tokenizer;
+  if (model_registration(config_.model.type).data == DataKind::tokens &&
+      !config_.data.train.empty()) {
+    const MPI_Comm world = grid_.world().get();
+    const std::vector<std::string> files = resolve_data_files({config_.data.train}, world);
+    tokenizer = read_tokenizer_json(files.front());
+  }
+  write_weights_file(path, pieces(false), config_.to_ini(), grid_.world().get(), Hdf5Tuning{},
+                     tokenizer);
   return path;
 }
 

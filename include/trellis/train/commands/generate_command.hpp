@@ -1,11 +1,17 @@
-// `trellis generate`: samples text from a trained language model (weights file of a gpt run).
+// `trellis generate`: samples text from a trained language model (weights file of a gpt or
+// llama run).
 //
-// Autoregressive sampling on one rank: the context is the last model.seq_len tokens, placed
-// at the start of the window (causal attention makes the padding after it irrelevant), and the
-// next token is drawn from softmax(logits / temperature) restricted to the top_k most likely
-// tokens (0 = all). Draws come from the counter-based RNG keyed by (seed, position), so the
-// same command prints the same text. Byte-level models (vocab <= 256) print bytes; others
-// print token ids.
+// Autoregressive sampling on one rank. The prompt is encoded with the model's tokenizer (the
+// BPE tokenizer.json its weights file keeps, else bytes) and prefilled in one pass into
+// per-layer key/value caches (nn::Gpt::forward_cached; grouped kv heads stored once); then each
+// token costs one row. The next token is drawn from softmax(logits / temperature) restricted
+// to the top_k most likely tokens (0 = all); draws come from the counter-based RNG keyed by
+// (seed, position), so the same command prints the same text. Once the window (model.seq_len)
+// is full the cache restarts from its last half. --no-cache (and int8 models) recompute the
+// window of the last seq_len tokens for every token instead, sliding it by one; the two give
+// the same tokens while prompt and output fit in the window (tested). Prefill and decode
+// tokens/s are reported. Output: the prompt and the decoded continuation (models without a
+// tokenizer and a vocabulary above 256 print ids).
 //
 // --logits FILE: before sampling, the logits of every position of the prompt's window (its last
 // model.seq_len bytes), float32 [positions, vocab] in NumPy's .npy format (version 1.0,
@@ -29,7 +35,8 @@ struct GenerateOptions {
   double temperature = 1.0;
   int top_k = 0;
   std::uint64_t seed = 0;
-  std::string logits;  // "" = none
+  std::string logits;     // "" = none
+  bool no_cache = false;  // recompute the window per token (the cache-less reference)
 };
 
 void generate_command(MPI_Comm world, const GenerateOptions& options, const Logger& log);

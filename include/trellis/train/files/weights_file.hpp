@@ -1,7 +1,9 @@
 // Final model weights as HDF5 ("trellis.weights", version 1): one float32 dataset per
 // parameter, /params/<name>, in its logical shape, one per non-trainable model buffer (BatchNorm
 // running statistics), /buffers/<name>, and the resolved configuration (INI text) as the root
-// attribute `config`, so `trellis eval` can rebuild the model from the file alone.
+// attribute `config`, so `trellis eval` can rebuild the model from the file alone. A language
+// model trained on BPE tokens also keeps its tokenizer, /tokenizer_json (data/tokenizer_blob.hpp),
+// so `trellis generate` encodes and decodes text without the data.
 //
 // Written into "<path>.tmp", fsynced, renamed over <path> and the directory fsynced
 // (core/durable_file.hpp), so an interrupted write or a crash never leaves a half-written file
@@ -31,9 +33,11 @@ inline constexpr int kWeightsFormatVersion = 1;
 // buffers 1-D), built like a checkpoint's (one writer per element, ranks may pass different
 // lists); each dataset also gets a "checksum" attribute. Every rank returns after the file is
 // published durably; throws the same error on every rank (the .tmp file removed).
+// tokenizer_json: written as /tokenizer_json when not empty.
 void write_weights_file(const std::string& path, const std::vector<TensorPiece>& pieces,
                         const std::string& config_ini, MPI_Comm comm,
-                        const Hdf5Tuning& tuning = Hdf5Tuning{});
+                        const Hdf5Tuning& tuning = Hdf5Tuning{},
+                        const std::string& tokenizer_json = "");
 
 // Collective over comm: reads each rank's pieces of a weights file ("params/<name>" and
 // "buffers/<name>", logical shapes and shard specs as write_weights_file takes them) with the
@@ -45,8 +49,9 @@ void read_weights_pieces(const std::string& path, const std::vector<TensorPiece>
 
 // Opens a weights file for reading after checking its format; InputError naming the file.
 H5File open_weights_file(const std::string& path);
-// Writes the root attributes of a weights file (format, version, config).
-void write_weights_root(hid_t file, const std::string& config_ini);
+// Writes the root attributes of a weights file (format, version, config), and the tokenizer.
+void write_weights_root(hid_t file, const std::string& config_ini,
+                        const std::string& tokenizer_json = "");
 
 // The `config` attribute of a weights file. Throws InputError naming the file.
 std::string read_weights_config(const std::string& path);

@@ -48,6 +48,10 @@ HfArch hf_arch_for(const nn::GptSpec& spec, ModelType type);
 // config.json of `spec` as `arch` (checked by hf_arch_for), tensors stored as `dtype`.
 std::string hf_config_json(const nn::GptSpec& spec, HfArch arch, Precision dtype);
 
+// tokenizer_config.json for a tokenizer.json (its text): PreTrainedTokenizerFast, the context
+// length, and its first special added token (<|endoftext|>) as the bos, eos and pad token.
+std::string hf_tokenizer_config_json(const std::string& tokenizer_json, int seq_len);
+
 // A config.json read into model.* values.
 struct HfModelConfig {
   HfArch arch = HfArch::gpt2;
