@@ -4,7 +4,7 @@
 # encodes the prompt with it, decodes text, and gives the same greedy tokens with the key/value
 # cache and without it (--no-cache), for the Llama and for a GPT-2 (learned positions), while
 # prompt and output fit the window; past the window both still write text. `export --format hf`
-# writes tokenizer.json and tokenizer_config.json beside the model.
+# writes tokenizer.json and tokenizer_config.json beside the model; int8 weights keep it too.
 source "$(dirname "$0")/common.sh"
 "$TRELLIS_SRC/tools/text_to_bpe.py" --src "$TRELLIS_TEXT_CORPUS" --out-dir "$WORK/bpe" \
   --vocab-size 512 --val-block 4096 > "$WORK/bpe.log" 2>&1 || fail "text_to_bpe: $(tail -3 "$WORK/bpe.log")"
@@ -36,6 +36,13 @@ for model in llama gpt; do
   trellis_run 1 "${gen[@]}" --tokens 150 > "$WORK/$model-long.txt"
   grep -q "restarted" "$WORK/$model-long.txt" || fail "$model: no restart past the window"
 done
+# An int8 model keeps the tokenizer too (and recomputes its window: no cache).
+trellis_run 1 quantize --weights "$WORK/llama/model.h5" --calib "$WORK/bpe/train.h5" --batch 8 \
+  --batches 2 --out "$WORK/llama/int8.h5" > "$WORK/quantize.log"
+trellis_run 1 generate --weights "$WORK/llama/int8.h5" --prompt "This License applies to" \
+  --tokens 10 > "$WORK/int8.txt"
+grep -q "^This License applies to" "$WORK/int8.txt" || fail "int8 generate: $(cat "$WORK/int8.txt")"
+grep -q "no cache" "$WORK/int8.txt" || fail "int8 generate: $(cat "$WORK/int8.txt")"
 trellis_run 1 export --format hf --weights "$WORK/llama/model.h5" --out "$WORK/hf" > "$WORK/export.log"
 cmp "$WORK/hf/tokenizer.json" "$WORK/bpe/tokenizer.json" || fail "export: tokenizer.json differs"
 grep -q '"eos_token": "<|endoftext|>"' "$WORK/hf/tokenizer_config.json" || fail "tokenizer_config: $(cat "$WORK/hf/tokenizer_config.json")"

@@ -6,6 +6,7 @@
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/format.hpp"
+#include "trellis/data/tokenizer_blob.hpp"
 #include "trellis/int8/calibration.hpp"
 #include "trellis/int8/quantize_layer.hpp"
 #include "trellis/nn/batchnorm.hpp"
@@ -175,7 +176,7 @@ void quantize_command(MPI_Comm world, const QuantizeOptions& options, const Logg
   run_agreed(comm.get(), log, [&] {
     if (rank == 0)
       write_int8_weights(options.out, saved.store, model->buffers(), quantized, config.to_ini(),
-                         calibration);
+                         calibration, read_tokenizer_json(options.weights));
   });
   log.info(format_text("quantize: %s -> %s: %zu layers int8 (%s); %lld -> %lld bytes",
                        options.weights.c_str(), options.out.c_str(), quantized.size(),

@@ -62,7 +62,7 @@ std::set<std::string> int8_weight_names(const std::vector<int8::Int8Layer>& laye
 void write_int8_weights(const std::string& path, const nn::ParameterStore& store,
                         const std::vector<nn::NamedBuffer>& buffers,
                         const std::vector<int8::Int8Layer>& layers, const std::string& config_ini,
-                        const std::string& calibration) {
+                        const std::string& calibration, const std::string& tokenizer_json) {
   const std::string tmp = path + ".tmp";
   try {
     {
@@ -70,7 +70,7 @@ void write_int8_weights(const std::string& path, const nn::ParameterStore& store
       const hid_t id = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
       if (id < 0) throw Error(tmp + ": cannot create file: " + hdf5_error_detail());
       H5File file(id);
-      write_weights_root(file.get(), config_ini);
+      write_weights_root(file.get(), config_ini, tokenizer_json);
       write_string_attribute(file.get(), "quantization", kInt8);
       write_string_attribute(file.get(), "calibration", calibration);
       const std::set<std::string> quantized = int8_weight_names(layers);

@@ -33,7 +33,7 @@ bool is_int8_weights(const std::string& path);
 void write_int8_weights(const std::string& path, const nn::ParameterStore& store,
                         const std::vector<nn::NamedBuffer>& buffers,
                         const std::vector<int8::Int8Layer>& layers, const std::string& config_ini,
-                        const std::string& calibration);
+                        const std::string& calibration, const std::string& tokenizer_json = "");
 
 // The int8 layers of such a file; InputError naming the file and dataset when one is bad.
 std::vector<int8::Int8Layer> read_int8_layers(const std::string& path);
