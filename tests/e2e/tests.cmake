@@ -23,8 +23,11 @@ trellis_add_e2e_test(NAME bpe_generate SCRIPT ${E2E}/bpe_generate.sh)
 trellis_add_e2e_test(NAME init_weights SCRIPT ${E2E}/init_weights.sh)
 trellis_add_e2e_test(NAME hf_transformers SCRIPT ${E2E}/hf_transformers.sh TIMEOUT 900)
 set_tests_properties(e2e.hf_transformers PROPERTIES SKIP_RETURN_CODE 77)
+# 50 AdamW steps from the same weights in Trellis and PyTorch: the same loss at every step.
+trellis_add_e2e_test(NAME torch_training SCRIPT ${E2E}/torch_training.sh)
+set_tests_properties(e2e.torch_training PROPERTIES SKIP_RETURN_CODE 77)
 if(TRELLIS_HF_PYTHON)
-  set_property(TEST e2e.hf_transformers APPEND PROPERTY ENVIRONMENT
+  set_property(TEST e2e.hf_transformers e2e.torch_training APPEND PROPERTY ENVIRONMENT
                "TRELLIS_HF_PYTHON=${TRELLIS_HF_PYTHON}")
 endif()
 trellis_add_e2e_test(NAME cnn_equivalence SCRIPT ${E2E}/cnn_equivalence.sh)
