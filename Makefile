@@ -6,6 +6,7 @@ JOBS       ?= $(shell nproc)
 DEMO_RANKS ?= 2
 DATA_DIR   ?= data/fashion-mnist
 TEXT_DIR   ?= data/austen
+BPE_DIR    ?= data/austen-bpe
 # The demos start their ranks through tools/launch (Ctrl-C stops with a checkpoint; it adds
 # --allow-run-as-root as root and --oversubscribe with more ranks than cores); MPIRUN_FLAGS
 # adds mpirun options.
@@ -26,7 +27,7 @@ TRELLIS_VENV ?= /opt/trellis-venv
 # tests: $(shell ...) and $(...) would test the pipe they read from.
 DEMO_PROGRESS = progress=lines; if test -t 1; then progress=bar; fi;
 
-.PHONY: all deps deps-hf configure build build-portable bundle test demo demo-cnn demo-gpt bench tensorboard clean
+.PHONY: all deps deps-hf configure build build-portable bundle test demo demo-cnn demo-gpt demo-llama bench tensorboard clean
 
 all: build
 
@@ -90,6 +91,16 @@ demo-gpt: build $(TEXT_DIR)/train.h5
 	  --config inputs/gpt_char.ini --data.train=$(TEXT_DIR)/train.h5 --data.test=$(TEXT_DIR)/val.h5
 	$(BUILD_DIR)/trellis generate --weights runs/gpt_char/model.h5 --prompt "It is a truth " \
 	  --tokens 300 --top-k 10 --temperature 0.8 --seed 1
+
+# A small Llama on Austen in BPE tokens (inputs/llama_austen.ini, minutes on 2 cores): bits per
+# byte next to the byte-level GPT, the model exported for Hugging Face, text from both.
+$(BPE_DIR)/train.h5:
+	tools/prepare_austen.sh $(BPE_DIR) --bpe 4096
+
+demo-llama: build $(BPE_DIR)/train.h5
+	$(DEMO_PROGRESS) $(LAUNCH) train --log.progress=$$progress --run.overwrite=true \
+	  --config inputs/llama_austen.ini --data.train=$(BPE_DIR)/train.h5 --data.test=$(BPE_DIR)/val.h5
+	tools/demo_llama.sh $(BUILD_DIR) runs/llama_austen $(BPE_DIR)
 
 # Trellis vs PyTorch side by side (tools/bench/run_bench.sh; BENCH_REPEATS repetitions).
 BENCH_REPEATS ?= 3
