@@ -1,7 +1,7 @@
 # The library as one static target per architecture layer, bottom to top. The train layer is
 # itself split into layers by concern (train/model ... train/commands), under the same rule:
 # a folder includes only the folders listed before it. Each layer globs its
-# own src/<layer>/*.cpp (a new file is picked up at the next build: CONFIGURE_DEPENDS), links
+# own src/<layer>/**.cpp (a new file is picked up at the next build: CONFIGURE_DEPENDS), links
 # only the layer below it (and so, transitively, every lower one), and compiles against an
 # include root of its own: build/include-layers/<layer>/trellis/ holds symlinks to its own and
 # the lower layers' header folders only, so an upward #include is a "No such file" error at
@@ -53,7 +53,9 @@ foreach(layer IN LISTS TRELLIS_LAYERS)
          SYMBOLIC)
   endforeach()
 
-  file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${layer}/*.cpp)
+  # A layer's folder may hold subfolders by concern (kernels/attention); no layer lies inside
+  # another, so a recursive glob takes exactly the layer's own files.
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${layer}/*.cpp)
   add_library(trellis_${target} STATIC ${sources})
   target_include_directories(trellis_${target} PUBLIC $<BUILD_INTERFACE:${root}>)
   if(below)

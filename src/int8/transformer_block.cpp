@@ -1,7 +1,7 @@
 #include "trellis/int8/transformer_block.hpp"
 
 #include "trellis/core/error.hpp"
-#include "trellis/kernels/rope.hpp"
+#include "trellis/kernels/attention/rope.hpp"
 #include "trellis/kernels/swiglu.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 

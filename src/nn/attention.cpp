@@ -2,9 +2,9 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/core/rng.hpp"
-#include "trellis/kernels/cached_attention.hpp"
-#include "trellis/kernels/flash_attention.hpp"
-#include "trellis/kernels/rope.hpp"
+#include "trellis/kernels/attention/cached_attention.hpp"
+#include "trellis/kernels/attention/flash_attention.hpp"
+#include "trellis/kernels/attention/rope.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 
 #include <cmath>

@@ -20,11 +20,11 @@ trellis_add_e2e_test(NAME bpe_generate SCRIPT ${E2E}/bpe_generate.sh)
 # The Hugging Face bridge: init.weights on every layout (no transformers needed), and the
 # comparison with transformers, which exits 77 (skipped) when its Python (TRELLIS_HF_PYTHON,
 # else TRELLIS_PYTHON) cannot import torch, transformers and safetensors.
-trellis_add_e2e_test(NAME init_weights SCRIPT ${E2E}/init_weights.sh)
-trellis_add_e2e_test(NAME hf_transformers SCRIPT ${E2E}/hf_transformers.sh TIMEOUT 900)
+trellis_add_e2e_test(NAME init_weights SCRIPT ${E2E}/hf/init_weights.sh)
+trellis_add_e2e_test(NAME hf_transformers SCRIPT ${E2E}/hf/hf_transformers.sh TIMEOUT 900)
 set_tests_properties(e2e.hf_transformers PROPERTIES SKIP_RETURN_CODE 77)
 # 50 AdamW steps from the same weights in Trellis and PyTorch: the same loss at every step.
-trellis_add_e2e_test(NAME torch_training SCRIPT ${E2E}/torch_training.sh)
+trellis_add_e2e_test(NAME torch_training SCRIPT ${E2E}/hf/torch_training.sh)
 set_tests_properties(e2e.torch_training PROPERTIES SKIP_RETURN_CODE 77)
 if(TRELLIS_HF_PYTHON)
   set_property(TEST e2e.hf_transformers e2e.torch_training APPEND PROPERTY ENVIRONMENT
@@ -35,16 +35,16 @@ set_tests_properties(e2e.cnn_equivalence PROPERTIES FIXTURES_REQUIRED fashion_da
 # A one-node Slurm cluster on localhost (tests/cluster/cluster.sh; needs root, exits 77 otherwise):
 # train.sbatch, and preemptible.sbatch signalled mid-run, requeued and resumed. Fixed ports:
 # it runs alone.
-trellis_add_e2e_test(NAME slurm_cluster SCRIPT ${E2E}/slurm_cluster.sh TIMEOUT 900)
+trellis_add_e2e_test(NAME slurm_cluster SCRIPT ${E2E}/slurm/slurm_cluster.sh TIMEOUT 900)
 set_tests_properties(e2e.slurm_cluster PROPERTIES FIXTURES_REQUIRED fashion_data RUN_SERIAL TRUE
   SKIP_RETURN_CODE 77)
 # Several nodes in network namespaces on this machine (tests/cluster/testcluster.sh; needs root, exits
 # 77 otherwise): multinode.sbatch across nodes, placement warnings, per-node staging, listeners.
-trellis_add_e2e_test(NAME slurm_multinode SCRIPT ${E2E}/slurm_multinode.sh TIMEOUT 900)
+trellis_add_e2e_test(NAME slurm_multinode SCRIPT ${E2E}/slurm/slurm_multinode.sh TIMEOUT 900)
 set_tests_properties(e2e.slurm_multinode PROPERTIES FIXTURES_REQUIRED fashion_data
   RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 # Nodes of that cluster killed mid-step and mid-checkpoint: survivors name the lost ranks,
 # Slurm requeues, the job resumes on the nodes left, the last on another layout.
-trellis_add_e2e_test(NAME slurm_node_loss SCRIPT ${E2E}/slurm_node_loss.sh TIMEOUT 900)
+trellis_add_e2e_test(NAME slurm_node_loss SCRIPT ${E2E}/slurm/slurm_node_loss.sh TIMEOUT 900)
 set_tests_properties(e2e.slurm_node_loss PROPERTIES FIXTURES_REQUIRED fashion_data
   RUN_SERIAL TRUE SKIP_RETURN_CODE 77)

@@ -20,7 +20,7 @@
 #pragma once
 
 #include "trellis/int8/layer_table.hpp"
-#include "trellis/kernels/flash_attention.hpp"
+#include "trellis/kernels/attention/flash_attention.hpp"
 #include "trellis/kernels/int8.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/parameter_store.hpp"

@@ -54,9 +54,9 @@
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
+#include "trellis/kernels/attention/flash_attention.hpp"
+#include "trellis/kernels/attention/qkv_layout.hpp"
 #include "trellis/kernels/dropout.hpp"
-#include "trellis/kernels/flash_attention.hpp"
-#include "trellis/kernels/qkv_layout.hpp"
 #include "trellis/nn/decoder_spec.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/linear.hpp"

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
-#include "trellis/kernels/rope.hpp"
+#include "trellis/kernels/attention/rope.hpp"
 #include "trellis/nn/init.hpp"
 #include "trellis/nn/layernorm.hpp"
 

@@ -5,9 +5,9 @@
 #include "unit/support/nn_helpers.hpp"
 
 #include "trellis/core/error.hpp"
-#include "trellis/kernels/qkv_layout.hpp"
+#include "trellis/kernels/attention/qkv_layout.hpp"
+#include "trellis/kernels/attention/rope.hpp"
 #include "trellis/kernels/rmsnorm.hpp"
-#include "trellis/kernels/rope.hpp"
 #include "trellis/kernels/swiglu.hpp"
 
 #include <cmath>

@@ -9,9 +9,9 @@
 #include "unit/support/nn_helpers.hpp"
 
 #include "trellis/core/error.hpp"
-#include "trellis/kernels/attention.hpp"
-#include "trellis/kernels/flash_attention.hpp"
-#include "trellis/kernels/qkv_layout.hpp"
+#include "trellis/kernels/attention/attention.hpp"
+#include "trellis/kernels/attention/flash_attention.hpp"
+#include "trellis/kernels/attention/qkv_layout.hpp"
 
 #include <algorithm>
 #include <chrono>

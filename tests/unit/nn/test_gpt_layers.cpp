@@ -5,7 +5,7 @@
 #include "unit/support/nn_helpers.hpp"
 
 #include "trellis/core/error.hpp"
-#include "trellis/kernels/attention.hpp"
+#include "trellis/kernels/attention/attention.hpp"
 #include "trellis/kernels/dropout.hpp"
 #include "trellis/kernels/layernorm.hpp"
 #include "trellis/kernels/random_fill.hpp"

@@ -5,7 +5,7 @@
 // check of the run's model.* keys against the file's.
 #include "trellis/core/error.hpp"
 #include "trellis/core/host_copy.hpp"
-#include "trellis/kernels/qkv_layout.hpp"
+#include "trellis/kernels/attention/qkv_layout.hpp"
 #include "trellis/train/commands/export_command.hpp"
 #include "trellis/train/commands/import_command.hpp"
 #include "trellis/train/commands/saved_model.hpp"

@@ -32,7 +32,7 @@
 #pragma once
 
 #include "trellis/core/shape.hpp"
-#include "trellis/kernels/qkv_layout.hpp"
+#include "trellis/kernels/attention/qkv_layout.hpp"
 #include "trellis/nn/gpt.hpp"
 #include "trellis/train/hf/hf_config.hpp"
 

@@ -18,7 +18,7 @@
 // O(rows H (first_position + rows) hd): one decoded token reads the cache once per head.
 #pragma once
 
-#include "trellis/kernels/qkv_layout.hpp"
+#include "trellis/kernels/attention/qkv_layout.hpp"
 #include "trellis/kernels/views.hpp"
 
 namespace trellis::kernels {

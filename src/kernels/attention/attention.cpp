@@ -1,4 +1,4 @@
-#include "trellis/kernels/attention.hpp"
+#include "trellis/kernels/attention/attention.hpp"
 
 #include "trellis/core/error.hpp"
 #include "trellis/core/fast_math.hpp"

@@ -1,5 +1,5 @@
 // The flash attention backward's team kernel (the host body is in flash_attention_host.cpp).
-#include "trellis/kernels/flash_attention.hpp"
+#include "trellis/kernels/attention/flash_attention.hpp"
 
 #include "flash_attention_impl.hpp"
 #include "flash_attention_team.hpp"

@@ -12,14 +12,14 @@
 #      too (bf16: against Trellis running the same rounded weights, imported back).
 # Needs a Python with torch, transformers, safetensors and numpy: TRELLIS_HF_PYTHON, else
 # TRELLIS_PYTHON; exits 77 (skipped) when it has none of them.
-source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../common.sh"
 HF_PY=${TRELLIS_HF_PYTHON:-$TRELLIS_PYTHON}
 if ! "$HF_PY" -c "import torch, transformers, safetensors, numpy" > /dev/null 2>&1; then
   echo "SKIP: $HF_PY cannot import torch, transformers, safetensors and numpy" \
        "(set TRELLIS_HF_PYTHON to a Python that can)"
   exit 77
 fi
-hf() { "$HF_PY" "$TRELLIS_SRC/tests/e2e/hf_transformers.py" "$@"; }
+hf() { "$HF_PY" "$TRELLIS_SRC/tests/e2e/hf/hf_transformers.py" "$@"; }
 trellis() { timeout "${TRELLIS_RUN_TIMEOUT:-600}" "$TRELLIS_BIN" "$@"; }  # one rank: no launcher
 PROMPT="It is a truth universally known"  # 31 bytes: one window of the models' 32 tokens
 

@@ -6,7 +6,7 @@
 # tensor for tensor and log the same losses (the trained model's, far below a fresh start's);
 # a tied GPT-2 on pp2 (its last stage holds the token table's copy for the head) too. A run
 # whose model.* keys describe another model is refused naming the key (exit 2).
-source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../common.sh"
 compare() { "$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps "$@"; }
 "$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" \
   --out-dir "$WORK/tokens" > /dev/null

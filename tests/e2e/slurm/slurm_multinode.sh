@@ -16,7 +16,7 @@
 #  6. Listening sockets: nothing of the cluster's listens in the host's namespace, and in each
 #     node namespace only on the cluster's interface or loopback (`ss -ltnp`).
 # Exit code 77 (skip) when not root (namespaces, munge).
-source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../common.sh"
 py=$TRELLIS_PYTHON
 source "$(dirname "$0")/testcluster_common.sh"
 

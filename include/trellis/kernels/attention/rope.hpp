@@ -24,7 +24,7 @@
 // generation with a cache passes seq_len 1 and the token's position as first_position.
 #pragma once
 
-#include "trellis/kernels/qkv_layout.hpp"
+#include "trellis/kernels/attention/qkv_layout.hpp"
 #include "trellis/kernels/views.hpp"
 
 #include <vector>

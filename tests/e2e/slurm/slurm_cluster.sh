@@ -8,7 +8,7 @@
 #     an uninterrupted run of the same configuration (started with mpiexec).
 # Exit code 77 (skip) when Slurm cannot be set up here (not root and no cluster).
 # TRELLIS_SLURM_STATE (default: a fresh directory under $WORK) holds the cluster's state.
-source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../common.sh"
 py=$TRELLIS_PYTHON
 if [[ $(id -u) != 0 ]]; then
   echo "SKIP: tests/cluster/cluster.sh needs root (munge key, SlurmUser=root, apt)"

@@ -2,9 +2,9 @@
 // (the host bodies) share; private to src/kernels.
 #pragma once
 
+#include "trellis/kernels/attention/flash_attention.hpp"
+#include "trellis/kernels/attention/qkv_layout.hpp"
 #include "trellis/kernels/dropout.hpp"
-#include "trellis/kernels/flash_attention.hpp"
-#include "trellis/kernels/qkv_layout.hpp"
 
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-#include "trellis/kernels/rope.hpp"
+#include "trellis/kernels/attention/rope.hpp"
 
 #include "trellis/core/code_path.hpp"
 #include "trellis/core/kernel_label.hpp"

@@ -1,4 +1,4 @@
-#include "trellis/kernels/cached_attention.hpp"
+#include "trellis/kernels/attention/cached_attention.hpp"
 
 #include "trellis/core/fast_math.hpp"
 #include "trellis/core/kernel_label.hpp"

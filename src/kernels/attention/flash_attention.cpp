@@ -1,4 +1,4 @@
-#include "trellis/kernels/flash_attention.hpp"
+#include "trellis/kernels/attention/flash_attention.hpp"
 
 #include "flash_attention_impl.hpp"
 #include "flash_attention_team.hpp"

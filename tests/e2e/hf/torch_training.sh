@@ -5,13 +5,13 @@
 # exactly one window, so every sample is that window on both sides), and every step's loss
 # agrees within 1e-4 relative. Needs TRELLIS_HF_PYTHON (torch, transformers); skipped (77)
 # without it.
-source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../common.sh"
 HF_PY=${TRELLIS_HF_PYTHON:-$TRELLIS_PYTHON}
 if ! "$HF_PY" -c "import torch, transformers, safetensors, numpy" > /dev/null 2>&1; then
   echo "SKIP: $HF_PY cannot import torch, transformers, safetensors and numpy"
   exit 77
 fi
-py() { "$HF_PY" "$TRELLIS_SRC/tests/e2e/torch_training.py" "$@"; }
+py() { "$HF_PY" "$TRELLIS_SRC/tests/e2e/hf/torch_training.py" "$@"; }
 py make "$WORK/hf" > "$WORK/make.log" 2>&1 || fail "transformers: $(tail -5 "$WORK/make.log")"
 # The one-window token file (trellis.tokens, bytes: vocab 256).
 "$TRELLIS_PYTHON" - "$WORK/hf/window.npy" "$WORK/window.h5" <<'PY'

@@ -26,7 +26,7 @@
 #     4-rank run within 1e-5; no trellis process is left on any node.
 # Prints the measured times for both losses: loss -> survivors gone, -> node down + requeue,
 # and requeue -> resumed. Exit code 77 (skip) when not root.
-source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../common.sh"
 py=$TRELLIS_PYTHON
 TESTCLUSTER_NODES=4
 source "$(dirname "$0")/testcluster_common.sh"
