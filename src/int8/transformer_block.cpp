@@ -122,7 +122,7 @@ void Int8TransformerBlock::forward_chained(ConstMatrix x, int n) {
     layernorm_into(block_.ln_1(), xc, rows, c_attn_);
     kernels::quantize(kernels::flat(attend(rows)), attn_proj_.kernel->input(), attn_proj_.input);
     attn_proj_.kernel->forward(attn_proj_.input, rows, hc, xc);
-    // y = h + mlp.c_proj(q(gelu(mlp.c_fc(q(ln_2(h)))))), c_fc in L2-sized pieces.
+    // y = h + mlp.c_proj(q(f(mlp.c_fc(q(ln_2(h)))))), c_fc in L2-sized pieces.
     layernorm_into(block_.ln_2(), hc, rows, c_fc_);
     for (int s0 = 0; s0 < rows; s0 += kChunkRows) {
       const int sub = std::min(kChunkRows, rows - s0);
@@ -174,8 +174,8 @@ void Int8TransformerBlock::quantize_hidden(ConstMatrix z, int rows, kernels::Byt
     kernels::quantize(kernels::flat(gated), mlp_proj_.kernel->input(), out);
     return;
   }
-  kernels::gelu_quantize(kernels::flat(kernels::first_rows(z, rows)), mlp_proj_.kernel->input(),
-                         out);
+  kernels::activation_quantize(kernels::flat(kernels::first_rows(z, rows)),
+                               block_.mlp().c_fc().activation(), mlp_proj_.kernel->input(), out);
 }
 
 void Int8TransformerBlock::backward(ConstMatrix, int) {

@@ -36,27 +36,32 @@ TRELLIS_HOST_INLINE std::uint8_t host_level(float v, float lo, float hi, int zer
   return static_cast<std::uint8_t>(static_cast<int>(v) + zero);
 }
 
-// The host body of quantize() and, with gelu_first, of gelu_quantize().
+// The host body of quantize() and, with an activation first, of activation_quantize(): one loop
+// per activation, each vectorised.
 TRELLIS_HOST_CLONES
-void quantize_host(const float* __restrict x, std::int64_t n, bool gelu_first, float inverse,
+void quantize_host(const float* __restrict x, std::int64_t n, Activation first, float inverse,
                    float lo, float hi, int zero, std::uint8_t* __restrict out) {
-  if (gelu_first) {
+  if (first == Activation::gelu) {
     for (std::int64_t i = 0; i < n; ++i) out[i] = host_level(gelu(x[i]) * inverse, lo, hi, zero);
+  } else if (first == Activation::gelu_tanh) {
+    for (std::int64_t i = 0; i < n; ++i)
+      out[i] = host_level(gelu_tanh(x[i]) * inverse, lo, hi, zero);
   } else {
     for (std::int64_t i = 0; i < n; ++i) out[i] = host_level(x[i] * inverse, lo, hi, zero);
   }
 }
 
-// out[e] = q(x[e]) or q(gelu(x[e])): both public kernels.
-void quantize_values(ConstVector x, const ActivationQuant& q, ByteVector out, bool gelu_first,
+// out[e] = q(x[e]) or q(f(x[e])): both public kernels.
+void quantize_values(ConstVector x, const ActivationQuant& q, ByteVector out, Activation first,
                      const char* who) {
   TRELLIS_REQUIRE(out.extent(0) >= x.extent(0), std::string(who) + ": " +
                                                     std::to_string(x.extent(0)) + " values into " +
                                                     std::to_string(out.extent(0)) + " bytes");
   TRELLIS_REQUIRE(q.scale > 0.0f, std::string(who) + ": scale must be positive");
+  TRELLIS_REQUIRE(first != Activation::relu, std::string(who) + ": relu is not a quantized MLP's");
   const float inverse = 1.0f / q.scale;
   if constexpr (kHostKernels) {
-    quantize_host(x.data(), static_cast<std::int64_t>(x.extent(0)), gelu_first, inverse,
+    quantize_host(x.data(), static_cast<std::int64_t>(x.extent(0)), first, inverse,
                   static_cast<float>(q.qmin() - q.zero_point),
                   static_cast<float>(q.qmax() - q.zero_point), q.zero_point, out.data());
     return;
@@ -65,7 +70,9 @@ void quantize_values(ConstVector x, const ActivationQuant& q, ByteVector out, bo
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::int8::quantize"), Range(0, x.extent(0)),
       KOKKOS_LAMBDA(const std::int64_t e) {
-        const float v = gelu_first ? gelu(x(e)) : x(e);
+        const float v = first == Activation::gelu        ? gelu(x(e))
+                        : first == Activation::gelu_tanh ? gelu_tanh(x(e))
+                                                         : x(e);
         const int level =
             clamp_int(round_even(v * inverse) + quant.zero_point, quant.qmin(), quant.qmax());
         out(e) = static_cast<std::uint8_t>(level & 0xff);  // s8: the two's complement bits
@@ -82,11 +89,11 @@ void copy_into(const From& from, const To& to) {
 const char* quant_type_name(QuantType type) { return type == QuantType::u8 ? "u8" : "s8"; }
 
 void quantize(ConstVector x, const ActivationQuant& q, ByteView out) {
-  quantize_values(x, q, out, false, "quantize");
+  quantize_values(x, q, out, Activation::none, "quantize");
 }
 
-void gelu_quantize(ConstVector z, const ActivationQuant& q, ByteVector out) {
-  quantize_values(z, q, out, true, "gelu_quantize");
+void activation_quantize(ConstVector z, Activation f, const ActivationQuant& q, ByteVector out) {
+  quantize_values(z, q, out, f, "activation_quantize");
 }
 
 void dequantize(ConstByteVector q, const ActivationQuant& quant, Vector x) {

@@ -23,12 +23,22 @@
 
 namespace trellis::kernels::int8_detail {
 
-// f(z), as oneDNN's eltwise_relu and eltwise_gelu_erf post-ops compute it.
+// f(z), as oneDNN's eltwise_relu, eltwise_gelu_erf and eltwise_gelu_tanh post-ops compute it.
 KOKKOS_INLINE_FUNCTION float apply(Activation f, float z) {
   if (f == Activation::relu) return z > 0.0f ? z : 0.0f;
   if (f == Activation::gelu) return 0.5f * z * (1.0f + erff(z * 0.70710678118654752f));
+  if (f == Activation::gelu_tanh)
+    return 0.5f * z * (1.0f + tanhf(0.79788456080286536f * (z + 0.044715f * z * z * z)));
   return z;
 }
+
+#if TRELLIS_INT8_ONEDNN
+inline dnnl::algorithm eltwise_algorithm(Activation f) {
+  if (f == Activation::relu) return dnnl::algorithm::eltwise_relu;
+  return f == Activation::gelu ? dnnl::algorithm::eltwise_gelu_erf
+                               : dnnl::algorithm::eltwise_gelu_tanh;
+}
+#endif
 
 // scales[o] = input_scale * weight_scales[o]: each output's dequantization factor.
 inline void output_scales(float input_scale, ConstVector weight_scales, const FloatView& scales) {
@@ -68,10 +78,7 @@ inline dnnl::primitive_attr fused_attributes(const std::vector<float>& scales, i
   ops.append_binary(dnnl::algorithm::binary_add, bias);
   if (epilogue.accumulate) ops.append_sum(1.0f);
   if (epilogue.activation != Activation::none)
-    ops.append_eltwise(1.0f,
-                       epilogue.activation == Activation::relu ? dnnl::algorithm::eltwise_relu
-                                                               : dnnl::algorithm::eltwise_gelu_erf,
-                       0.0f, 0.0f);
+    ops.append_eltwise(1.0f, eltwise_algorithm(epilogue.activation), 0.0f, 0.0f);
   if (epilogue.residual != nullptr)
     ops.append_binary(dnnl::algorithm::binary_add, *epilogue.residual);
   attr.set_post_ops(ops);

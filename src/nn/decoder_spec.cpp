@@ -8,11 +8,22 @@ namespace trellis::nn {
 
 MlpKind parse_mlp_kind(const std::string& name) {
   if (name == "gelu") return MlpKind::gelu;
+  if (name == "gelu_tanh") return MlpKind::gelu_tanh;
   if (name == "swiglu") return MlpKind::swiglu;
-  throw ConfigError("config key model.mlp = \"" + name + "\": expected gelu or swiglu");
+  throw ConfigError("config key model.mlp = \"" + name + "\": expected gelu, gelu_tanh or swiglu");
 }
 
-const char* mlp_kind_name(MlpKind kind) { return kind == MlpKind::swiglu ? "swiglu" : "gelu"; }
+const char* mlp_kind_name(MlpKind kind) {
+  switch (kind) {
+    case MlpKind::gelu_tanh:
+      return "gelu_tanh";
+    case MlpKind::swiglu:
+      return "swiglu";
+    case MlpKind::gelu:
+      break;
+  }
+  return "gelu";
+}
 
 RotaryTables::RotaryTables(const kernels::RopeSpec& spec, int head_dim_, int positions_)
     : head_dim(head_dim_), positions(positions_) {

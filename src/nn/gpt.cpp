@@ -325,7 +325,7 @@ std::string Gpt::describe() const {
   if (spec_.d_ff > 0) text += " F" + std::to_string(spec_.d_ff);
   if (spec_.positions == Positions::rope) text += " rope";
   if (spec_.norm == NormKind::rmsnorm) text += " rmsnorm";
-  if (spec_.mlp == MlpKind::swiglu) text += " swiglu";
+  if (spec_.mlp != MlpKind::gelu) text += std::string(" ") + mlp_kind_name(spec_.mlp);
   if (!spec_.bias) text += " nobias";
   if (!spec_.tied_head) text += " untied";
   if (!first_stage() || !last_stage())

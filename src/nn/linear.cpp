@@ -78,7 +78,7 @@ Linear::Linear(ParameterStore& store, const std::string& name, int in_features, 
 void Linear::fuse_activation(kernels::Activation f) {
   activation_ = f;
   const auto size = static_cast<std::size_t>(capacity()) * static_cast<std::size_t>(out_features());
-  pre_activation_ = f == kernels::Activation::gelu
+  pre_activation_ = kernels::keeps_pre_activation(f)
                         ? FloatView("trellis::nn::" + name() + ".pre_activation", size)
                         : FloatView();
   dz_ = f != kernels::Activation::none ? FloatView("trellis::nn::" + name() + ".dz", size)
@@ -91,7 +91,7 @@ void Linear::forward(ConstMatrix input, int n, const StepContext&) {
   const kernels::ConstVector b = bias_vector();                        // [out]
   const kernels::GemmOperand x = x16_.round(begin_forward(input, n));  // [n, in]
   const Matrix y = output_rows(n);                                     // [n, out]
-  // z [n, out]: the pre-activation, kept apart from y only where backward needs it (gelu).
+  // z [n, out]: the pre-activation, kept apart from y only where backward needs it (GELU).
   const Matrix z = pre_activation_.size() > 0 ? as_matrix(pre_activation_, n, out_features()) : y;
   kernels::gemm(false, true, x, w, 0.0f, z);
   // Row-parallel: each rank holds a partial sum over its slice of in; the bias goes on once.
@@ -112,7 +112,7 @@ void Linear::backward(ConstMatrix output_grad, int n) {
     if (bias_) kernels::column_sum_accumulate(dz, store_->grad_vector(*bias_));
   } else {
     const Matrix dzm = as_matrix(dz_, n, out_features());
-    const ConstMatrix saved = activation_ == kernels::Activation::gelu
+    const ConstMatrix saved = kernels::keeps_pre_activation(activation_)
                                   ? as_matrix(pre_activation_, n, out_features())
                                   : kernels::first_rows(output(), n);
     kernels::bias_activation_backward(

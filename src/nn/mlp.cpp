@@ -19,9 +19,9 @@ void validate(const MlpSpec& spec) {
                         std::to_string(spec.hidden[i]) + ", must be positive");
     }
   }
-  if (spec.activation != "relu" && spec.activation != "gelu") {
+  if (spec.activation != "relu" && spec.activation != "gelu" && spec.activation != "gelu_tanh") {
     throw ConfigError("mlp: unknown activation \"" + spec.activation +
-                      "\" (expected relu or gelu)");
+                      "\" (expected relu, gelu or gelu_tanh)");
   }
   if (!(spec.dropout >= 0.0f && spec.dropout < 1.0f)) {
     throw ConfigError("mlp: dropout must be in [0, 1), got " + std::to_string(spec.dropout));
@@ -67,8 +67,9 @@ Mlp::Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix)
     }
     // fc<k> + act<k> as one layer: bias and activation fused into the GEMM's epilogue.
     auto fc = std::make_unique<Linear>(store, prefix + "fc" + k, width, out, cap, init, split, tp);
-    fc->fuse_activation(spec.activation == "relu" ? kernels::Activation::relu
-                                                  : kernels::Activation::gelu);
+    fc->fuse_activation(spec.activation == "relu"   ? kernels::Activation::relu
+                        : spec.activation == "gelu" ? kernels::Activation::gelu
+                                                    : kernels::Activation::gelu_tanh);
     const int local = fc->out_features();
     add_linear(std::move(fc));
     if (spec.dropout > 0.0f) {

@@ -42,8 +42,9 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, const B
       p_(spec.dropout),
       stream_(stream_from_name(name + ".dropout")) {
   const auto cap = static_cast<std::size_t>(capacity_rows);
-  if (kind_ == MlpKind::gelu) {
-    c_fc_.fuse_activation(kernels::Activation::gelu);  // c_fc + GELU in one layer
+  if (kind_ != MlpKind::swiglu) {  // c_fc + GELU in one layer
+    c_fc_.fuse_activation(kind_ == MlpKind::gelu ? kernels::Activation::gelu
+                                                 : kernels::Activation::gelu_tanh);
   } else {
     swiglu_ = FloatView("trellis::nn::" + name + ".swiglu",
                         cap * static_cast<std::size_t>(c_proj_.in_features()));

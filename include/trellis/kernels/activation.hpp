@@ -19,6 +19,21 @@ KOKKOS_INLINE_FUNCTION float gelu_grad(float x) {
   return cdf + x * pdf;
 }
 
+// GELU's tanh approximation (PyTorch approximate='tanh'; GPT-2's "gelu_new"):
+// 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as x * sigmoid(2u) (the
+// same function: 0.5 (1 + tanh u) = 1 / (1 + e^-2u)), which needs one exp and no cancellation.
+KOKKOS_INLINE_FUNCTION float gelu_tanh(float x) {
+  const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+  return x / (1.0f + math::fast_exp(-2.0f * u));
+}
+// d/dx = s + x s (1 - s) 2 u', s = sigmoid(2u), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
+KOKKOS_INLINE_FUNCTION float gelu_tanh_grad(float x) {
+  const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+  const float s = 1.0f / (1.0f + math::fast_exp(-2.0f * u));
+  const float du = 0.79788456080286536f * (1.0f + 0.134145f * x * x);
+  return s + 2.0f * x * s * (1.0f - s) * du;
+}
+
 // y = max(x, 0)
 void relu_forward(ConstMatrix x, Matrix y);
 // dx = dy * [x > 0]  (subgradient 0 at x == 0, as PyTorch)

@@ -28,8 +28,13 @@ void bias_add(Matrix y, ConstVector bias);
 // reproducible and the same on host and device.
 void column_sum_accumulate(ConstMatrix dy, Vector grad);
 
-// The activation applied after a Linear's bias (its epilogue).
-enum class Activation { none, relu, gelu };
+// The activation applied after a Linear's bias (its epilogue). gelu is the exact (erf) GELU,
+// gelu_tanh its tanh approximation (kernels/activation.hpp).
+enum class Activation { none, relu, gelu, gelu_tanh };
+// Whether backward needs the pre-activation z kept apart from y (relu's output serves).
+constexpr bool keeps_pre_activation(Activation f) {
+  return f == Activation::gelu || f == Activation::gelu_tanh;
+}
 
 // z[r, j] += bias[j];  y[r, j] = f(z[r, j]).   z, y: [n, cols]   bias: [cols]
 // z and y may be the same matrix (then only f(z + b) is kept; enough for relu's backward).

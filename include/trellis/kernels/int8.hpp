@@ -6,7 +6,7 @@
 //   weights, per output row:   q[o, k] = clamp(round(w[o, k] / s_w[o]), -127, 127),
 //                              s_w[o] = max_k |w[o, k]| / 127 (1 for an all-zero row)
 //   linear:                    y[i, o] = f(s * s_w[o] * sum_k (q_x[i, k] - z) q_w[o, k] + b[o])
-//                              sums in s32; f = none | relu | gelu; y fp32, or with a
+//                              sums in s32; f = none | relu | gelu | gelu_tanh; y fp32, or with a
 //                              residual r: y = f(...) + r
 // Rounding is to nearest, ties to even (as PyTorch's quantize_per_tensor and oneDNN).
 //
@@ -47,9 +47,10 @@ struct ActivationQuant {
 
 // out[e] = q(x[e]) for e < n: x [n] fp32, out [>= n] bytes (s8 values as their bit patterns).
 void quantize(ConstVector x, const ActivationQuant& q, ByteView out);
-// out[e] = q(gelu(z[e])) for e < n: a transformer MLP's hidden activation quantized for its
-// second Linear in one pass (GELU as kernels::gelu, rounding as quantize).
-void gelu_quantize(ConstVector z, const ActivationQuant& q, ByteVector out);
+// out[e] = q(f(z[e])) for e < n: a transformer MLP's hidden activation quantized for its
+// second Linear in one pass (f: none, gelu or gelu_tanh as kernels/activation.hpp computes
+// them; rounding as quantize).
+void activation_quantize(ConstVector z, Activation f, const ActivationQuant& q, ByteVector out);
 // x[e] = s (q[e] - z): the inverse, for tests and error bounds.
 void dequantize(ConstByteVector q, const ActivationQuant& quant, Vector x);
 

@@ -15,9 +15,10 @@
 
 namespace trellis::nn {
 
-enum class MlpKind { gelu, swiglu };
+// gelu: exact (erf) GELU; gelu_tanh: its tanh approximation (GPT-2's own "gelu_new").
+enum class MlpKind { gelu, gelu_tanh, swiglu };
 
-// "gelu" | "swiglu" (ConfigError naming model.mlp otherwise), and back.
+// "gelu" | "gelu_tanh" | "swiglu" (ConfigError naming model.mlp otherwise), and back.
 MlpKind parse_mlp_kind(const std::string& name);
 const char* mlp_kind_name(MlpKind kind);
 

@@ -41,7 +41,7 @@ const std::vector<ConfigEntry>& config_table() {
       KEY("model.hidden", "256,128", "hidden layer widths of the MLP, comma-separated", int_list,
           FIELD(model.hidden), 1, 1 << 24),
       KEY("model.activation", "relu", "activation of the MLP's hidden layers", choice,
-          FIELD(model.activation), {"relu", "gelu"}),
+          FIELD(model.activation), {"relu", "gelu", "gelu_tanh"}),
       KEY("model.dropout", "0",
           "dropout probability in [0, 1): mlp after each hidden activation, gpt on "
           "embeddings, attention weights and residual branches",
@@ -99,8 +99,10 @@ const std::vector<ConfigEntry>& config_table() {
           choice, FIELD(model.norm), {"auto", "layernorm", "rmsnorm"}),
       KEY("model.norm_eps", "1e-5", "gpt/llama: epsilon of the norms", real, FIELD(model.norm_eps),
           1e-12, 1.0),
-      KEY("model.mlp", "auto", "gpt/llama: gelu or swiglu MLP (auto: gpt gelu, llama swiglu)",
-          choice, FIELD(model.mlp), {"auto", "gelu", "swiglu"}),
+      KEY("model.mlp", "auto",
+          "gpt/llama: gelu (exact), gelu_tanh (GPT-2's tanh approximation) or swiglu MLP "
+          "(auto: gpt gelu, llama swiglu)",
+          choice, FIELD(model.mlp), {"auto", "gelu", "gelu_tanh", "swiglu"}),
       KEY("model.bias", "auto",
           "gpt/llama: biases on the attention and MLP Linears (auto: gpt "
           "true, llama false)",

@@ -53,7 +53,7 @@ HfArch hf_arch_for(const nn::GptSpec& spec, ModelType type) {
   const std::string gpt2 = "GPT2LMHeadModel (learned positions: GPT-2) ";
   if (spec.norm != nn::NormKind::layernorm)
     unsupported("model.norm", nn::norm_kind_name(spec.norm), gpt2 + "has LayerNorm");
-  if (spec.mlp != nn::MlpKind::gelu)
+  if (spec.mlp == nn::MlpKind::swiglu)
     unsupported("model.mlp", nn::mlp_kind_name(spec.mlp), gpt2 + "has a GELU MLP");
   if (block.kv_heads() != spec.n_head)
     unsupported("model.n_kv_head", std::to_string(spec.n_kv_head),
@@ -88,7 +88,8 @@ std::string hf_config_json(const nn::GptSpec& spec, HfArch arch, Precision dtype
     c["n_positions"] = spec.seq_len;
     c["n_ctx"] = spec.seq_len;
     c["n_inner"] = block.ff_width();
-    c["activation_function"] = "gelu";  // the exact erf form Trellis computes
+    // "gelu": the exact erf form; "gelu_new": the tanh approximation (original GPT-2's).
+    c["activation_function"] = spec.mlp == nn::MlpKind::gelu_tanh ? "gelu_new" : "gelu";
     c["layer_norm_epsilon"] = json_real(spec.norm_eps);
     c["resid_pdrop"] = c["embd_pdrop"] = c["attn_pdrop"] = dropout;
     c["scale_attn_weights"] = true;
@@ -182,13 +183,16 @@ void read_gpt2(const ConfigReader& r, HfModelConfig& out) {
   m.positions = "learned", m.norm = "layernorm", m.mlp = "gelu";
   m.bias = "true", m.tied_head = "true";
   m.norm_eps = static_cast<float>(r.real("layer_norm_epsilon", 1e-5));
+  // transformers' gelu_new, gelu_pytorch_tanh and gelu_fast are one function written three
+  // ways: the tanh approximation (model.mlp = gelu_tanh); "gelu" is the exact erf form.
   const std::string act = r.text("activation_function", "gelu_new");
-  if (act != "gelu")
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") {
+    m.mlp = "gelu_tanh";
+  } else if (act != "gelu") {
     r.fail("activation_function", act,
-           act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast"
-               ? "the tanh approximation of GELU, which Trellis does not have yet (its GELU is "
-                 "the exact erf form, \"gelu\")"
-               : "Trellis' GPT-2 MLP computes \"gelu\" (the exact erf form) only");
+           "Trellis' GPT-2 MLP computes \"gelu\" (the exact erf form) or \"gelu_new\" (its "
+           "tanh approximation; also read as gelu_pytorch_tanh and gelu_fast)");
+  }
   if (!r.boolean("scale_attn_weights", true))
     r.fail("scale_attn_weights", false, "Trellis always scales attention by 1/sqrt(head_dim)");
   if (r.boolean("scale_attn_by_inverse_layer_idx", false))

@@ -44,6 +44,12 @@ def make(out):
     gpt2 = GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=32, vocab_size=256,
                       activation_function="gelu", bos_token_id=None, eos_token_id=None)
     scaled(GPT2LMHeadModel(gpt2), 1).save_pretrained(f"{out}/gpt2", safe_serialization=True)
+    # transformers' default GPT-2 activation, original GPT-2's: gelu_new (tanh approximation).
+    gpt2_tanh = GPT2Config(n_layer=2, n_head=4, n_embd=32, n_positions=32, vocab_size=256,
+                           bos_token_id=None, eos_token_id=None)
+    assert gpt2_tanh.activation_function == "gelu_new"
+    scaled(GPT2LMHeadModel(gpt2_tanh), 4).save_pretrained(f"{out}/gpt2_tanh",
+                                                          safe_serialization=True)
     llama = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
                         intermediate_size=48, num_hidden_layers=2, vocab_size=256,
                         max_position_embeddings=32, rope_theta=10000.0,

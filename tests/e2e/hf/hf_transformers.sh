@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Hugging Face bridge against transformers itself (docs/hugging-face.md):
-#  (a) a random GPT2LMHeadModel (gelu, 2 layers, 4 heads, width 32, context 32, vocab 256) and
+#  (a) a random GPT2LMHeadModel (gelu, 2 layers, 4 heads, width 32, context 32, vocab 256), one
+#      with GPT-2's own tanh GELU (gelu_new, transformers' default), and
 #      a LlamaForCausalLM with grouped-query attention (4 heads, 2 kv heads, MLP 48, untied),
 #      and a Llama 3 (llama3 RoPE scaling, biases, tied head, one kv head), each
 #      saved by save_pretrained and `trellis import`ed: Trellis' logits on a prompt equal
@@ -43,13 +44,15 @@ check() {
 
 # (a) transformers -> Trellis.
 hf make "$WORK/hf" > "$WORK/make.log" 2>&1 || fail "transformers could not make the models: $(tail -5 "$WORK/make.log")"
-for model in gpt2 llama llama3; do
+for model in gpt2 gpt2_tanh llama llama3; do
   trellis import --hf "$WORK/hf/$model" --out "$WORK/$model.h5" > "$WORK/import-$model.log" \
     || fail "import $model: $(tail -3 "$WORK/import-$model.log")"
   check "$WORK/$model.h5" "$WORK/hf/$model"
 done
 grep -q "KV2 F48 rope rmsnorm swiglu nobias untied" "$WORK/import-llama.log" \
   || fail "the imported Llama is not GQA/untied: $(cat "$WORK/import-llama.log")"
+grep -q " gelu_tanh" "$WORK/import-gpt2_tanh.log" \
+  || fail "gelu_new was not read as model.mlp = gelu_tanh: $(cat "$WORK/import-gpt2_tanh.log")"
 
 # (b) Trellis -> transformers: a Llama (GQA, untied) and a GPT-2 trained a few steps.
 train=(train --config "$TRELLIS_SRC/inputs/gpt_char.ini" --data.train="$WORK/tokens/train.h5"
@@ -66,9 +69,15 @@ for model in llama gpt2; do
   check "$WORK/train-$model/model.h5" "$WORK/out-$model"
 done
 grep -q '"rope_theta": 500000' "$WORK/out-llama/config.json" || fail "rope_theta not exported"
-# The imported Llama 3 back out: scaled RoPE, biases and the tied head as transformers has them.
-trellis export --format hf --weights "$WORK/llama3.h5" --out "$WORK/out-llama3" > "$WORK/export-llama3.log"
-check "$WORK/llama3.h5" "$WORK/out-llama3"
+# The imported Llama 3 back out: scaled RoPE, biases and the tied head as transformers has them;
+# the tanh-GELU GPT-2 back out as gelu_new.
+for model in llama3 gpt2_tanh; do
+  trellis export --format hf --weights "$WORK/$model.h5" --out "$WORK/out-$model" \
+    > "$WORK/export-$model.log"
+  check "$WORK/$model.h5" "$WORK/out-$model"
+done
+grep -q '"activation_function": "gelu_new"' "$WORK/out-gpt2_tanh/config.json" \
+  || fail "gelu_tanh not exported as gelu_new"
 
 # (c) Sharded (about 10 KB a shard) and bf16 exports load in transformers.
 trellis export --format hf --weights "$WORK/train-llama/model.h5" --out "$WORK/sharded" \
@@ -83,9 +92,10 @@ trellis import --hf "$WORK/bf16" --out "$WORK/bf16.h5" > "$WORK/import-bf16.log"
 check "$WORK/bf16.h5" "$WORK/bf16"
 
 # A config.json Trellis cannot run is refused with exit 3, naming the key.
-sed 's/"activation_function": "gelu"/"activation_function": "gelu_new"/' "$WORK/hf/gpt2/config.json" \
-  > "$WORK/gelu_new.json"
-cp "$WORK/gelu_new.json" "$WORK/hf/gpt2/config.json"
-expect_exit 3 "$WORK/gelu_new.log" "$TRELLIS_BIN" import --hf "$WORK/hf/gpt2" --out "$WORK/x.h5"
-grep -q 'activation_function = "gelu_new"' "$WORK/gelu_new.log" || fail "no error naming activation_function"
+sed 's/"activation_function": "gelu"/"activation_function": "quick_gelu"/' "$WORK/hf/gpt2/config.json" \
+  > "$WORK/quick_gelu.json"
+cp "$WORK/quick_gelu.json" "$WORK/hf/gpt2/config.json"
+expect_exit 3 "$WORK/quick_gelu.log" "$TRELLIS_BIN" import --hf "$WORK/hf/gpt2" --out "$WORK/x.h5"
+grep -q 'activation_function = "quick_gelu"' "$WORK/quick_gelu.log" \
+  || fail "no error naming activation_function"
 echo "hf transformers: ok"

@@ -23,9 +23,11 @@ using namespace trellis;
 
 namespace {
 
-// GPT-2's block, or Llama's (rotary positions, RMSNorm, SwiGLU, multi-query attention, no
-// biases, untied head).
-nn::GptSpec small_spec(bool llama) {
+// GPT-2's block (exact or tanh GELU), or Llama's (rotary positions, RMSNorm, SwiGLU,
+// multi-query attention, no biases, untied head).
+enum class Family { gpt2, gpt2_tanh, llama };
+nn::GptSpec small_spec(Family family) {
+  const bool llama = family == Family::llama;
   nn::GptSpec spec;
   spec.n_layer = 2;
   spec.n_head = 2;
@@ -41,6 +43,7 @@ nn::GptSpec small_spec(bool llama) {
     spec.mlp = nn::MlpKind::swiglu;
     spec.bias = false, spec.tied_head = false;
   }
+  if (family == Family::gpt2_tanh) spec.mlp = nn::MlpKind::gelu_tanh;
   return spec;
 }
 
@@ -58,9 +61,9 @@ void fill_parameters(nn::ParameterStore& store) {
 
 TEST_CASE("an int8 GPT's chained blocks compute what its int8 layers compute one by one",
           "[int8][gpt]") {
-  const bool llama = GENERATE(false, true);
-  INFO((llama ? "llama" : "gpt-2") << " blocks");
-  const nn::GptSpec spec = small_spec(llama);
+  const Family family = GENERATE(Family::gpt2, Family::gpt2_tanh, Family::llama);
+  INFO("family " << static_cast<int>(family) << " (gpt-2, gpt-2 tanh GELU, llama)");
+  const nn::GptSpec spec = small_spec(family);
   nn::ParameterStore store;
   nn::Gpt fp32(spec, store);
   store.finalize(1);

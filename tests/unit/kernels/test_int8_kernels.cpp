@@ -52,6 +52,16 @@ int value_of(std::uint8_t byte, QuantType type) {
   return type == QuantType::u8 ? byte : static_cast<std::int8_t>(byte);
 }
 
+// f(z) in double: relu, the erf GELU, or GELU's tanh approximation.
+double exact_activation(kernels::Activation f, double z) {
+  if (f == kernels::Activation::relu) return z > 0 ? z : 0;
+  if (f == kernels::Activation::gelu) return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+  if (f == kernels::Activation::gelu_tanh)
+    return 0.5 * z *
+           (1 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (z + 0.044715 * z * z * z)));
+  return z;
+}
+
 }  // namespace
 
 TEST_CASE("activation quantization round-trips within half a step and clamps", "[int8]") {
@@ -119,8 +129,8 @@ TEST_CASE("int8 linear: oneDNN equals the reference and the exact sums", "[int8]
   const FloatView wsd = to_device("ws", ws), bd = to_device("b", b);
   INFO("oneDNN int8 matmul available: " << kernels::int8_onednn_available());
   for (const QuantType type : {QuantType::u8, QuantType::s8})
-    for (const kernels::Activation f :
-         {kernels::Activation::none, kernels::Activation::relu, kernels::Activation::gelu})
+    for (const kernels::Activation f : {kernels::Activation::none, kernels::Activation::relu,
+                                        kernels::Activation::gelu, kernels::Activation::gelu_tanh})
       for (const int n : {1, 7, 64}) {
         ActivationQuant q;
         q.type = type;
@@ -146,8 +156,7 @@ TEST_CASE("int8 linear: oneDNN equals the reference and the exact sums", "[int8]
               sum += static_cast<long long>(value_of(x[i * in + k], type) - q.zero_point) *
                      w[static_cast<std::size_t>(o * in + k)];
             double z = static_cast<double>(sum) * q.scale * ws[o] + b[o];
-            if (f == kernels::Activation::relu) z = z > 0 ? z : 0;
-            if (f == kernels::Activation::gelu) z = 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+            z = exact_activation(f, z);
             const std::size_t e = static_cast<std::size_t>(i * out + o);
             CHECK(r[e] == Approx(z).epsilon(1e-5).margin(1e-5));
             CHECK(a[e] == Approx(r[e]).epsilon(1e-5).margin(1e-5));
@@ -182,11 +191,12 @@ TEST_CASE("int8 linear: residual epilogue", "[int8]") {
       sum += static_cast<long long>(value_of(x[static_cast<std::size_t>(i * in + k)], q.type)) *
              w[static_cast<std::size_t>(o * in + k)];
     double z = static_cast<double>(sum) * q.scale * ws[o] + b[o];
-    if (f == kernels::Activation::gelu) z = 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+    z = exact_activation(f, z);
     return with_residual ? z + residual[static_cast<std::size_t>(i * out + o)] : z;
   };
-  for (const kernels::Activation f : {kernels::Activation::none, kernels::Activation::gelu}) {
-    INFO("activation " << (f == kernels::Activation::gelu ? "gelu" : "none"));
+  for (const kernels::Activation f :
+       {kernels::Activation::none, kernels::Activation::gelu, kernels::Activation::gelu_tanh}) {
+    INFO("activation " << static_cast<int>(f));
     kernels::Int8Linear fast("fast", in, out, wq, wsd, bd, q, f);
     kernels::Int8Linear reference("ref", in, out, wq, wsd, bd, q, f,
                                   kernels::Int8Backend::reference);
@@ -251,29 +261,29 @@ TEST_CASE("layernorm quantized in one pass equals layernorm then quantize", "[in
 
 // GELU and quantization in one pass (an int8 MLP's hidden layer): the level of the exact
 // GELU, a level apart only within float rounding of a half step; saturation at both ends.
-TEST_CASE("gelu_quantize gives the level of the exact GELU", "[int8]") {
-  for (const QuantType type : {QuantType::u8, QuantType::s8}) {
-    INFO(kernels::quant_type_name(type));
-    std::vector<float> z;
-    for (int i = -600; i <= 600; ++i) z.push_back(0.01f * static_cast<float>(i) + 0.0013f);
-    ActivationQuant q;
-    q.type = type;
-    q.scale = 0.02f;  // s8 saturates above 2.54, u8 (zero point 9) above 4.92
-    q.zero_point = type == QuantType::u8 ? 9 : 0;
-    kernels::ByteView out("out", z.size());
-    kernels::gelu_quantize(to_device("z", z), q, out);
-    const std::vector<std::uint8_t> got = bytes_of(out);
-    int saturated = 0;
-    for (std::size_t e = 0; e < z.size(); ++e) {
-      const double x = z[e];
-      const double level = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))) / q.scale + q.zero_point;
-      const double clamped = std::min<double>(std::max<double>(level, q.qmin()), q.qmax());
-      if (clamped != level) ++saturated;
-      const int tolerance = std::abs(level - std::floor(level) - 0.5) < 1e-3 ? 1 : 0;
-      CHECK(std::abs(value_of(got[e], type) - std::nearbyint(clamped)) <= tolerance);
+TEST_CASE("activation_quantize gives the level of the exact GELU, erf or tanh", "[int8]") {
+  for (const kernels::Activation f : {kernels::Activation::gelu, kernels::Activation::gelu_tanh})
+    for (const QuantType type : {QuantType::u8, QuantType::s8}) {
+      INFO(kernels::quant_type_name(type) << " activation " << static_cast<int>(f));
+      std::vector<float> z;
+      for (int i = -600; i <= 600; ++i) z.push_back(0.01f * static_cast<float>(i) + 0.0013f);
+      ActivationQuant q;
+      q.type = type;
+      q.scale = 0.02f;  // s8 saturates above 2.54, u8 (zero point 9) above 4.92
+      q.zero_point = type == QuantType::u8 ? 9 : 0;
+      kernels::ByteView out("out", z.size());
+      kernels::activation_quantize(to_device("z", z), f, q, out);
+      const std::vector<std::uint8_t> got = bytes_of(out);
+      int saturated = 0;
+      for (std::size_t e = 0; e < z.size(); ++e) {
+        const double level = exact_activation(f, z[e]) / q.scale + q.zero_point;
+        const double clamped = std::min<double>(std::max<double>(level, q.qmin()), q.qmax());
+        if (clamped != level) ++saturated;
+        const int tolerance = std::abs(level - std::floor(level) - 0.5) < 1e-3 ? 1 : 0;
+        CHECK(std::abs(value_of(got[e], type) - std::nearbyint(clamped)) <= tolerance);
+      }
+      CHECK(saturated > 0);
     }
-    CHECK(saturated > 0);
-  }
 }
 
 TEST_CASE("int8 convolution: oneDNN equals the reference and the exact sums", "[int8][conv]") {

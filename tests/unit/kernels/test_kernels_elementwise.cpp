@@ -57,6 +57,33 @@ TEST_CASE("relu and exact gelu match reference values", "[kernels]") {
   CHECK(kernels::gelu(-1.0f) == Approx(-0.1586553).margin(1e-6));
 }
 
+TEST_CASE("tanh gelu matches PyTorch's approximate='tanh' values and its gradient", "[kernels]") {
+  // torch.nn.functional.gelu(x, approximate='tanh') and its gradient, float64 (PyTorch 2.x).
+  const std::vector<double> xs{1.0, -1.0, 3.0, -3.0, 0.5};
+  const std::vector<double> ys{0.8411919906082768, -0.15880800939172324, 2.996362607918227,
+                               -0.0036373920817729943, 0.34571400982514394};
+  const std::vector<double> gs{1.0829640838457826, -0.08296408384578252, 1.0115841666309695,
+                               -0.011584166630969648, 0.8673699035346424};
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    CHECK(kernels::gelu_tanh(static_cast<float>(xs[i])) == Approx(ys[i]).margin(1e-6));
+    CHECK(kernels::gelu_tanh_grad(static_cast<float>(xs[i])) == Approx(gs[i]).margin(1e-6));
+  }
+  // Dense grid against the tanh formula in double, and the far tails.
+  for (int i = -1200; i <= 1200; ++i) {
+    const double x = 0.01 * i + 0.0007;
+    const double u = std::sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x);
+    const double t = std::tanh(u);
+    const double du = std::sqrt(2.0 / 3.14159265358979323846) * (1 + 3 * 0.044715 * x * x);
+    INFO("x = " << x);
+    REQUIRE(kernels::gelu_tanh(static_cast<float>(x)) == Approx(0.5 * x * (1 + t)).margin(2e-6));
+    REQUIRE(kernels::gelu_tanh_grad(static_cast<float>(x)) ==
+            Approx(0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du).margin(2e-6));
+  }
+  CHECK(kernels::gelu_tanh(-60.0f) == Approx(0.0).margin(1e-30));
+  CHECK(kernels::gelu_tanh(60.0f) == 60.0f);
+  CHECK(kernels::gelu_tanh_grad(60.0f) == 1.0f);
+}
+
 TEST_CASE("dropout keeps about 1-p, scales kept values, and recomputes the same mask",
           "[kernels][dropout]") {
   const int rows = 200, cols = 50;
@@ -107,7 +134,8 @@ TEST_CASE("vector ops: fill, scale, axpy, copy", "[kernels]") {
 TEST_CASE("random fills depend on the element index only", "[kernels]") {
   FloatView whole("whole", 100), tail("tail", 40);
   kernels::fill_uniform(whole, -2.0f, 3.0f, 5, 11);
-  kernels::fill_uniform(tail, -2.0f, 3.0f, 5, 11, kernels::ShardIndexMap{60});  // elements 60..99 of the same draw
+  kernels::fill_uniform(tail, -2.0f, 3.0f, 5, 11,
+                        kernels::ShardIndexMap{60});  // elements 60..99 of the same draw
   const auto w = to_host(whole), t = to_host(tail);
   for (int i = 0; i < 40; ++i) CHECK(t[i] == w[60 + i]);
   for (float v : w) {

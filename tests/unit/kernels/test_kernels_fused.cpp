@@ -25,9 +25,11 @@ const std::vector<std::pair<int, int>> kShapes{{1, 1},   {1, 17},  {3, 15}, {4, 
                                                {5, 257}, {2, 513}, {9, 64}, {33, 7}};
 
 float reference_activation(Activation f, float v) {
+  if (f == Activation::gelu_tanh) return kernels::gelu_tanh(v);
   return f == Activation::relu ? (v > 0.0f ? v : 0.0f) : kernels::gelu(v);
 }
 float reference_derivative(Activation f, float saved) {
+  if (f == Activation::gelu_tanh) return kernels::gelu_tanh_grad(saved);
   return f == Activation::relu ? (saved > 0.0f ? 1.0f : 0.0f) : kernels::gelu_grad(saved);
 }
 // GELU in the kernels' clones (AVX-512 / AVX2 contract to FMAs) and in this file's scalar
@@ -48,7 +50,7 @@ void check_equal(Activation f, const std::vector<float>& a, const std::vector<fl
 
 TEST_CASE("bias_activation_forward adds the bias and activates, in place or not",
           "[kernels][fused]") {
-  for (Activation f : {Activation::relu, Activation::gelu}) {
+  for (Activation f : {Activation::relu, Activation::gelu, Activation::gelu_tanh}) {
     for (auto [rows, cols] : kShapes) {
       INFO("activation " << static_cast<int>(f) << " shape " << rows << "x" << cols);
       const auto z0 = random_values(static_cast<std::size_t>(rows * cols), 3, -3.0f, 3.0f);
@@ -74,7 +76,7 @@ TEST_CASE("bias_activation_forward adds the bias and activates, in place or not"
 
 TEST_CASE("bias_activation_backward: dz = dy f'(z) and the bias gradient in one pass",
           "[kernels][fused]") {
-  for (Activation f : {Activation::relu, Activation::gelu}) {
+  for (Activation f : {Activation::relu, Activation::gelu, Activation::gelu_tanh}) {
     for (auto [rows, cols] : kShapes) {
       INFO("activation " << static_cast<int>(f) << " shape " << rows << "x" << cols);
       const auto n = static_cast<std::size_t>(rows * cols);
@@ -96,8 +98,10 @@ TEST_CASE("bias_activation_backward: dz = dy f'(z) and the bias gradient in one 
         REQUIRE(gh[c] == Approx(g0[c] + colsum[c]).epsilon(1e-5).margin(1e-5));
       }
 
-      // The unfused pair: the same per-element formula and the same summation order, so the
-      // same bits for relu (and for gelu up to the FMA contraction of each loop).
+      // The unfused pair (tanh GELU has no layer of its own): the same per-element formula and
+      // the same summation order, so the same bits for relu (and for gelu up to the FMA
+      // contraction of each loop).
+      if (f == Activation::gelu_tanh) continue;
       FloatView dz_unfused("dz_unfused", n), grad_unfused = to_device("g", g0);
       if (f == Activation::relu) {
         kernels::relu_backward(as_matrix(saved, rows, cols), as_matrix(dyv, rows, cols),

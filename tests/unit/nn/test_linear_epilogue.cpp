@@ -97,12 +97,16 @@ TEST_CASE("Linear with a fused activation equals Linear followed by the activati
   }
 }
 
-TEST_CASE("Linear with a fused GELU matches finite differences", "[nn][layers][gradcheck][fused]") {
-  nn::ParameterStore store;
-  nn::Linear fc(store, "fc", 6, 5, /*capacity=*/4);
-  fc.fuse_activation(Activation::gelu);
-  store.finalize(13);
-  gradcheck_layer(fc, store, 3, random_values(18, 23, -2.0f, 2.0f), nn::StepContext{});
+TEST_CASE("Linear with a fused GELU (exact or tanh) matches finite differences",
+          "[nn][layers][gradcheck][fused]") {
+  for (Activation f : {Activation::gelu, Activation::gelu_tanh}) {
+    INFO("activation " << static_cast<int>(f));
+    nn::ParameterStore store;
+    nn::Linear fc(store, "fc", 6, 5, /*capacity=*/4);
+    fc.fuse_activation(f);
+    store.finalize(13);
+    gradcheck_layer(fc, store, 3, random_values(18, 23, -2.0f, 2.0f), nn::StepContext{});
+  }
 }
 
 TEST_CASE("Linear with a fused ReLU matches finite differences away from the kink",

@@ -72,8 +72,6 @@ TEST_CASE("hf config: what Trellis does not compute is refused by key and value"
   std::string e = config_error(R"({"model_type": "mistral", "sliding_window": 4096})");
   CHECK(contains(e, "dir/config.json: model_type = \"mistral\""));
   CHECK(contains(e, "sliding-window"));
-  e = config_error(R"({"model_type": "gpt2"})");  // transformers' default is gelu_new
-  CHECK(contains(e, "activation_function = \"gelu_new\": the tanh approximation"));
   e = config_error(R"({"model_type": "gpt2", "activation_function": "relu"})");
   CHECK(contains(e, "activation_function = \"relu\""));
   e = config_error(
@@ -112,6 +110,22 @@ TEST_CASE("hf config: config.json written for a spec reads back as the same mode
   CHECK(contains(text, "\"layer_norm_epsilon\": 1e-05"));
   const HfModelConfig g = hf_model_config(text, "x");
   CHECK((g.model.type == ModelType::gpt && g.model.d_ff == 128 && g.model.seq_len == 16));
+  CHECK(g.model.mlp == "gelu");
+
+  // GPT-2's tanh GELU: "gelu_new" both ways; transformers' default and its other spellings
+  // read as the same function.
+  nn::GptSpec tanh = gpt2_spec();
+  tanh.mlp = nn::MlpKind::gelu_tanh;
+  const std::string tanh_text = hf_config_json(tanh, HfArch::gpt2, Precision::fp32);
+  CHECK(contains(tanh_text, "\"activation_function\": \"gelu_new\""));
+  CHECK(hf_model_config(tanh_text, "x").model.mlp == "gelu_tanh");
+  CHECK(hf_model_config(R"({"model_type": "gpt2"})", "x").model.mlp == "gelu_tanh");
+  for (const char* spelling : {"gelu_pytorch_tanh", "gelu_fast"}) {
+    CHECK(hf_model_config(
+              std::string(R"({"model_type": "gpt2", "activation_function": ")") + spelling + "\"}",
+              "x")
+              .model.mlp == "gelu_tanh");
+  }
 }
 
 TEST_CASE("hf config: options a transformers class cannot hold are named", "[hf]") {
