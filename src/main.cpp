@@ -13,6 +13,7 @@
 #include "trellis/comm/error_policy.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/log.hpp"
+#include "trellis/core/memory_ledger.hpp"
 #include "trellis/data/hdf5.hpp"
 #include "trellis/kernels/host_threads.hpp"
 #include "trellis/train/commands/command.hpp"
@@ -59,6 +60,7 @@ int run(int argc, char** argv, int rank) {
   struct KokkosFinalizer {
     ~KokkosFinalizer() { Kokkos::finalize(); }
   } finalizer;
+  const MemoryTracking memory_tracking;  // every buffer by category (core/memory_ledger.hpp)
   const Logger log(rank);
   return line.command->run(CommandContext{MPI_COMM_WORLD, node, log}, line.args);
 }

@@ -22,4 +22,11 @@ std::string format_text(const char* fmt, ...) {
   return text;
 }
 
+std::string format_bytes(double bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (unit < 4 && (bytes >= 1024.0 || bytes <= -1024.0)) bytes /= 1024.0, ++unit;
+  return unit == 0 ? format_text("%.0f B", bytes) : format_text("%.3g %s", bytes, kUnits[unit]);
+}
+
 }  // namespace trellis

@@ -146,14 +146,16 @@ void ParameterStore::finalize(std::uint64_t seed, float* grad_memory, float* par
   seed_ = seed;
   // View construction zero-fills: padding and gradients start at 0. Views of the caller's
   // memory are unmanaged (the caller owns it) and zeroed here.
-  const auto buffer = [&](float* memory, const std::string& label) {
+  // The caller's memory (a node's shared window) is no Kokkos allocation: the ledger is told.
+  const auto buffer = [&](float* memory, const std::string& label, TrackedBytes& tracked) {
     if (memory == nullptr) return FloatView(label, buffer_size_);
+    tracked = TrackedBytes(label, static_cast<std::int64_t>(buffer_size_ * sizeof(float)));
     const FloatView view(memory, buffer_size_);
     Kokkos::deep_copy(view, 0.0f);
     return view;
   };
-  params_ = buffer(param_memory, "trellis::params");
-  grads_ = buffer(grad_memory, "trellis::grads");
+  params_ = buffer(param_memory, "trellis::params", external_params_);
+  grads_ = buffer(grad_memory, "trellis::grads", external_grads_);
   decay_mask_ = FloatView("trellis::decay_mask", buffer_size_);
   if (autocast_.active() && autocast_.native)
     compute_half_ = kernels::HalfView("trellis::compute_params_16", buffer_size_);

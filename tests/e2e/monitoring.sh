@@ -59,6 +59,7 @@ train = [l for l in lines if "loss" in l]
 evals = [l for l in lines if "test_loss" in l]
 for tag, key, rows in [("train/loss", "loss", train), ("train/lr", "lr", train),
                        ("train/grad_norm", "grad_norm", train), ("perf/mfu", "mfu", train),
+                       ("memory/peak_bytes", "memory_peak_bytes", train),
                        ("eval/loss", "test_loss", evals), ("eval/accuracy", "test_accuracy", evals)]:
     events = acc.Scalars(tag)
     assert [e.step for e in events] == [r["step"] for r in rows], (tag, [e.step for e in events])

@@ -33,6 +33,7 @@
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
+#include "trellis/core/memory_ledger.hpp"
 #include "trellis/core/shape.hpp"
 #include "trellis/kernels/gemm_half.hpp"
 #include "trellis/kernels/precision_cast.hpp"
@@ -201,9 +202,10 @@ class ParameterStore {
   GradReadyListener* listener_ = nullptr;
   bool replica_ = false;
   std::size_t replica_cursor_ = 0;
-  FloatView params_;      // [buffer_size_]
-  FloatView grads_;       // [buffer_size_]
-  FloatView decay_mask_;  // [buffer_size_]
+  FloatView params_;                               // [buffer_size_]
+  FloatView grads_;                                // [buffer_size_]
+  TrackedBytes external_params_, external_grads_;  // in the ledger when the caller's memory
+  FloatView decay_mask_;                           // [buffer_size_]
   Autocast autocast_;
   bool stochastic_rounding_ = false;
   FloatView compute_params_;  // [buffer_size_] params rounded to autocast_.mode; emulated only

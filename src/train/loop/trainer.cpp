@@ -392,6 +392,7 @@ void Trainer::finish(const std::string& finish_reason, bool write_weights) {
   summary.overflow_steps = model_->loss_scaler().state().overflows;
   summary.loss_scale = model_->loss_scaler().scale();
   summary.last_eval = last_eval_;
+  summary.memory = gather_memory_peaks(grid_->world().get());
   run_agreed(grid_->world().get(), log_, [&] { metrics_->summary(summary); });
 }
 

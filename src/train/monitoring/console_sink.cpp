@@ -83,6 +83,7 @@ void ConsoleSink::summary(const RunSummary& r) {
                     "device-hour %.4g / %.4g)",
                     r.cost.device_hours, r.cost.on_demand, r.cost.spot, r.price_per_device_hour,
                     r.spot_price_per_device_hour));
+  if (r.memory.peak_total > 0) log_.info("memory: peak " + describe_memory_peak(r.memory));
   if (!r.weights_path.empty()) log_.info("weights: " + r.weights_path);
 }
 

@@ -55,6 +55,9 @@ void JsonlSink::interval(const IntervalReport& r) {
       .add("projected_spot_cost", r.cost.projected_spot)
       .add("eta_s", r.eta_s);
   if (r.device_memory_used_bytes) line.add("device_memory_used_bytes", *r.device_memory_used_bytes);
+  line.add("memory_bytes", r.memory.current_total)
+      .add("memory_peak_bytes", r.memory.peak_total)
+      .add_object("memory_peak", memory_json(r.memory.peak));
   if (r.gpu.valid)
     line.add("gpu_utilization_pct", r.gpu.utilization_pct)
         .add("gpu_memory_used_bytes", r.gpu.memory_used_bytes)
@@ -120,6 +123,10 @@ void JsonlSink::summary(const RunSummary& r) {
       .add("cost_spot", r.cost.spot);
   if (r.last_eval)
     s.add("test_loss", r.last_eval->loss).add("test_accuracy", r.last_eval->accuracy);
+  s.add("memory_peak_bytes", r.memory.peak_total)
+      .add("memory_peak_rank", r.memory.peak_rank)
+      .add_object("memory_at_peak", memory_json(r.memory.at_peak))
+      .add_object("memory_peak", memory_json(r.memory.peak));
   const std::string path = run_dir_ + "/summary.json";
   std::ofstream out(path);
   out << s.str() << "\n";

@@ -94,6 +94,7 @@ void Metrics::step(const StepRecord& record, std::int64_t skipped_total) {
   r.cost = cost_so_far();
   r.eta_s = eta;
   r.device_memory_used_bytes = device_memory_used();
+  r.memory = process_memory_ledger().snapshot();
   if (!sinks_.empty()) r.gpu = gpu_.sample();  // the writing rank's GPU
   r.show_cost = performance_.price_per_device_hour() > 0;
   for (auto& sink : sinks_) sink->interval(r);

@@ -81,6 +81,12 @@ void TensorBoardSink::interval(const IntervalReport& r) {
   tb.add_scalar("time/pipeline_s", r.per_step.pipeline, s);
   tb.add_scalar("time/optimizer_s", r.per_step.optimizer, s);
   tb.add_scalar("memory/host_rss_bytes", static_cast<double>(r.host_rss_bytes), s);
+  tb.add_scalar("memory/current_bytes", static_cast<double>(r.memory.current_total), s);
+  tb.add_scalar("memory/peak_bytes", static_cast<double>(r.memory.peak_total), s);
+  for (int c = 0; c < kMemoryCategories; ++c)
+    tb.add_scalar(
+        std::string("memory/peak/") + memory_category_name(static_cast<MemoryCategory>(c)),
+        static_cast<double>(r.memory.peak[static_cast<std::size_t>(c)]), s);
   tb.add_scalar("cost/so_far", r.cost.on_demand, s);
   tb.add_scalar("cost/projected", r.cost.projected_on_demand, s);
   if (r.gpu.valid) {

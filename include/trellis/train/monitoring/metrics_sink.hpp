@@ -4,8 +4,10 @@
 // (ConsoleSink). A sink only formats; it computes nothing, so all outputs agree.
 #pragma once
 
+#include "trellis/core/memory_ledger.hpp"
 #include "trellis/train/monitoring/eval_result.hpp"
 #include "trellis/train/monitoring/gpu_telemetry.hpp"
+#include "trellis/train/monitoring/memory_report.hpp"
 #include "trellis/train/monitoring/step_record.hpp"
 #include "trellis/train/monitoring/utilisation.hpp"
 
@@ -37,6 +39,7 @@ struct IntervalReport {
   CostEstimate cost;
   double eta_s = 0;
   std::optional<std::int64_t> device_memory_used_bytes;  // CUDA builds
+  MemorySnapshot memory;                                 // the writing rank's ledger
   GpuSample gpu;                                         // valid: NVML read this rank's GPU
   bool show_cost = false;                                // prices were set
 };
@@ -95,6 +98,7 @@ struct RunSummary {
   double price_per_device_hour = 0, spot_price_per_device_hour = 0;
   std::optional<EvalResult> last_eval;
   std::string weights_path;
+  MemoryPeaks memory;  // over the ranks
 };
 
 class MetricsSink {
