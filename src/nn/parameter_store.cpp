@@ -156,7 +156,7 @@ void ParameterStore::finalize(std::uint64_t seed, float* grad_memory, float* par
   };
   params_ = buffer(param_memory, "trellis::params", external_params_);
   grads_ = buffer(grad_memory, "trellis::grads", external_grads_);
-  decay_mask_ = FloatView("trellis::decay_mask", buffer_size_);
+  decay_mask_ = MaskView("trellis::decay_mask", buffer_size_);
   if (autocast_.active() && autocast_.native)
     compute_half_ = kernels::HalfView("trellis::compute_params_16", buffer_size_);
   else if (autocast_.active())
@@ -164,7 +164,11 @@ void ParameterStore::finalize(std::uint64_t seed, float* grad_memory, float* par
   finalized_ = true;
   for (std::size_t i = 0; i < infos_.size(); ++i) {
     initialize(i);
-    if (infos_[i].weight_decay) kernels::fill(param_window(decay_mask_, i), 1.0f);
+    if (infos_[i].weight_decay)
+      Kokkos::deep_copy(
+          Kokkos::subview(decay_mask_,
+                          std::make_pair(infos_[i].offset, infos_[i].offset + infos_[i].numel)),
+          std::uint8_t{1});
   }
   refresh_compute_copy(0);
 }
@@ -303,7 +307,7 @@ const FloatView& ParameterStore::grads() const {
   return grads_;
 }
 
-const FloatView& ParameterStore::decay_mask() const {
+const MaskView& ParameterStore::decay_mask() const {
   require_finalized("decay_mask");
   return decay_mask_;
 }

@@ -54,7 +54,7 @@ void adam_host(float* __restrict p, const float* __restrict grad, float* __restr
 
 }  // namespace
 
-Adam::Adam(const OptimizerSpec& spec, Decay decay, std::size_t numel, ConstFloatView decay_mask)
+Adam::Adam(const OptimizerSpec& spec, Decay decay, std::size_t numel, ConstMaskView decay_mask)
     : Optimizer(numel, decay_mask),
       beta1_(spec.beta1),
       beta2_(spec.beta2),
@@ -93,12 +93,12 @@ void Adam::update(FloatView params, ConstFloatView grads, float lr, float grad_s
     });
   } else {
     // Locals, not members: a device lambda must not capture `this`.
-    const ConstFloatView mask = decay_mask_;
+    const ConstMaskView mask = decay_mask_;
     const FloatView m = exp_avg_, v = exp_avg_sq_;
     Kokkos::parallel_for(
         label_, Kokkos::RangePolicy<ExecSpace>(begin, end), KOKKOS_LAMBDA(const std::size_t i) {
           float p = params(i), g = grads(i) * s.grad_scale;
-          if (mask(i) != 0.0f) {
+          if (mask(i) != 0) {
             if (decoupled)
               p *= s.keep;
             else

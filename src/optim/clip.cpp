@@ -26,13 +26,14 @@ constexpr std::size_t kBlock = 256, kLanes = 8;
 #define TRELLIS_HOST_SUM_OF_SQUARES 1
 using Lanes = double __attribute__((vector_size(kLanes * sizeof(double))));
 using LaneFloats = float __attribute__((vector_size(kLanes * sizeof(float))));
+using LaneBytes = std::uint8_t __attribute__((vector_size(kLanes)));
 
 // The same sums, in the same order, as the kernel below, one block after another on one core:
 // the kLanes partial sums are one vector (one AVX-512 register, two AVX2 ones), so each group
 // of kLanes gradients is a convert, two multiplies and an add. No FMA contraction: the norm
 // stays bit-identical to the device kernel's and to earlier builds'.
 TRELLIS_HOST_CLONES __attribute__((optimize("fp-contract=off"))) double host_sum_of_squares(
-    const float* __restrict grads, const float* __restrict weights, std::size_t n) {
+    const float* __restrict grads, const std::uint8_t* __restrict weights, std::size_t n) {
   double sum = 0.0;
   for (std::size_t begin = 0; begin < n; begin += kBlock) {
     const std::size_t end = begin + kBlock < n ? begin + kBlock : n;
@@ -43,9 +44,9 @@ TRELLIS_HOST_CLONES __attribute__((optimize("fp-contract=off"))) double host_sum
       std::memcpy(&gf, grads + i, sizeof gf);
       const Lanes g = __builtin_convertvector(gf, Lanes);
       if (weights != nullptr) {
-        LaneFloats wf;
-        std::memcpy(&wf, weights + i, sizeof wf);
-        lane += g * g * __builtin_convertvector(wf, Lanes);
+        LaneBytes wb;
+        std::memcpy(&wb, weights + i, sizeof wb);
+        lane += g * g * __builtin_convertvector(wb, Lanes);
       } else {
         lane += g * g;
       }
@@ -64,11 +65,11 @@ TRELLIS_HOST_CLONES __attribute__((optimize("fp-contract=off"))) double host_sum
 }
 #endif
 
-// weights: [n] or empty (all 1). One work item per block of kBlock elements, summed with
+// weights: [n] 0/1 flags, or empty (all 1). One work item per block of kBlock elements, summed with
 // kLanes independent accumulators: a single running double sum is bound by the latency of
 // each add (and cannot vectorise, since the compiler may not reorder it). The work items'
 // sums are added in block order (the host path above spells that order out).
-double weighted_sum_of_squares(ConstFloatView grads, ConstFloatView weights) {
+double weighted_sum_of_squares(ConstFloatView grads, ConstMaskView weights) {
   const std::size_t n = grads.extent(0);
   const bool weighted = weights.extent(0) > 0;
 #ifdef TRELLIS_HOST_SUM_OF_SQUARES
@@ -104,23 +105,23 @@ double weighted_sum_of_squares(ConstFloatView grads, ConstFloatView weights) {
 }  // namespace
 
 double grad_sum_of_squares(ConstFloatView grads) {
-  return weighted_sum_of_squares(grads, ConstFloatView());
+  return weighted_sum_of_squares(grads, ConstMaskView());
 }
 
-double grad_sum_of_squares(ConstFloatView grads, ConstFloatView mask) {
+double grad_sum_of_squares(ConstFloatView grads, ConstMaskView mask) {
   TRELLIS_REQUIRE(mask.extent(0) == grads.extent(0),
                   "grad_sum_of_squares: mask of " + std::to_string(mask.extent(0)) + " for " +
                       std::to_string(grads.extent(0)) + " gradients");
   return weighted_sum_of_squares(grads, mask);
 }
 
-NormMask::NormMask(ConstFloatView mask) : mask_(mask) {
+NormMask::NormMask(ConstMaskView mask) : mask_(mask) {
   const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), mask);
   for (std::size_t i = 0; i < host.extent(0); ++i) {
-    if (host(i) != 0.0f && host(i) != 1.0f)
+    if (host(i) > 1)
       throw Error("NormMask: element " + std::to_string(i) + " is " + std::to_string(host(i)) +
                   ", expected 0 or 1");
-    if (host(i) == 0.0f) continue;
+    if (host(i) == 0) continue;
     if (runs_.empty() || runs_.back().end != i)
       runs_.push_back(Run{i, i + 1});
     else

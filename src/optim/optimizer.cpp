@@ -8,14 +8,14 @@
 
 namespace trellis {
 
-Optimizer::Optimizer(std::size_t numel, ConstFloatView decay_mask)
+Optimizer::Optimizer(std::size_t numel, ConstMaskView decay_mask)
     : numel_(numel), decay_mask_(decay_mask) {
   TRELLIS_REQUIRE(decay_mask.extent(0) == numel,
                   "decay mask has " + std::to_string(decay_mask.extent(0)) +
                       " elements, optimizer has " + std::to_string(numel));
   const auto host = Kokkos::create_mirror_view_and_copy(HostSpace(), decay_mask);
   for (std::size_t i = 0; i < numel; ++i) {
-    const bool decay = host(i) != 0.0f;
+    const bool decay = host(i) != 0;
     if (decay_runs_.empty() || decay_runs_.back().decay != decay)
       decay_runs_.push_back(DecayRun{i, i + 1, decay});
     else
@@ -108,7 +108,7 @@ int optimizer_state_buffers(const OptimizerSpec& spec) {
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::size_t numel,
-                                          ConstFloatView decay_mask) {
+                                          ConstMaskView decay_mask) {
   validate_optimizer_spec(spec);
   if (spec.type == OptimizerType::sgd) return std::make_unique<Sgd>(spec, numel, decay_mask);
   if (spec.type == OptimizerType::rmsprop)

@@ -55,7 +55,7 @@ void rmsprop_host(float* __restrict p, const float* __restrict grad, float* __re
 
 }  // namespace
 
-RmsProp::RmsProp(const OptimizerSpec& spec, std::size_t numel, ConstFloatView decay_mask)
+RmsProp::RmsProp(const OptimizerSpec& spec, std::size_t numel, ConstMaskView decay_mask)
     : Optimizer(numel, decay_mask),
       alpha_(spec.alpha),
       eps_(spec.eps),
@@ -83,12 +83,12 @@ void RmsProp::update(FloatView params, ConstFloatView grads, float lr, float gra
     });
   } else {
     // Locals, not members: a device lambda must not capture `this`.
-    const ConstFloatView mask = decay_mask_;
+    const ConstMaskView mask = decay_mask_;
     const FloatView v = square_avg_, buf = momentum_buffer_;
     Kokkos::parallel_for(
         label_, Kokkos::RangePolicy<ExecSpace>(begin, end), KOKKOS_LAMBDA(const std::size_t i) {
           float g = grads(i) * s.grad_scale;
-          if (mask(i) != 0.0f) g += s.weight_decay * params(i);
+          if (mask(i) != 0) g += s.weight_decay * params(i);
           const float vi = s.alpha * v(i) + s.one_minus_alpha * g * g;
           v(i) = vi;
           const float avg = math::sqrt(vi) + s.eps;

@@ -52,7 +52,7 @@ void sgd_host(float* __restrict p, const float* __restrict grad, float* __restri
 
 }  // namespace
 
-Sgd::Sgd(const OptimizerSpec& spec, std::size_t numel, ConstFloatView decay_mask)
+Sgd::Sgd(const OptimizerSpec& spec, std::size_t numel, ConstMaskView decay_mask)
     : Optimizer(numel, decay_mask),
       momentum_(spec.momentum),
       weight_decay_(spec.weight_decay),
@@ -78,12 +78,12 @@ void Sgd::update(FloatView params, ConstFloatView grads, float lr, float grad_sc
     });
   } else {
     // Locals, not members: a device lambda must not capture `this`.
-    const ConstFloatView mask = decay_mask_;
+    const ConstMaskView mask = decay_mask_;
     const FloatView buf = momentum_buffer_;
     Kokkos::parallel_for(
         label_, Kokkos::RangePolicy<ExecSpace>(begin, end), KOKKOS_LAMBDA(const std::size_t i) {
           float g = grads(i) * s.grad_scale;
-          if (mask(i) != 0.0f) g += s.weight_decay * params(i);
+          if (mask(i) != 0) g += s.weight_decay * params(i);
           if (use_momentum) {
             const float b = s.momentum * buf(i) + g;
             buf(i) = b;

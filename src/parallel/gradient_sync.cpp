@@ -241,13 +241,13 @@ const FloatView& GradientSync::update_grads() const {
   return options_.zero1 ? shard_grads_ : store_.grads();
 }
 
-ConstFloatView GradientSync::gather_shard(ConstFloatView full) const {
+ConstMaskView GradientSync::gather_shard(ConstMaskView full) const {
   TRELLIS_REQUIRE(full.extent(0) == store_.buffer_size(),
-                  "GradientSync::gather_shard: view of " + std::to_string(full.extent(0)) +
-                      " floats, the parameter buffer holds " +
+                  "GradientSync::gather_shard: mask of " + std::to_string(full.extent(0)) +
+                      " elements, the parameter buffer holds " +
                       std::to_string(store_.buffer_size()));
   if (!options_.zero1) return full;
-  FloatView shard(std::string("trellis::zero1::") + full.label(), update_size_);
+  MaskView shard(std::string("trellis::zero1::") + full.label(), update_size_);
   const auto r = static_cast<std::size_t>(dp_.rank());
   for (const Bucket& bucket : buckets_) {
     const std::size_t first = bucket.begin + r * bucket.piece;

@@ -9,6 +9,8 @@
 #    rank updates its half in place: moments of half the buffer (1 x), no master copy;
 #  - bf16 autocast: 16-bit copies appear; pp 2: each rank holds about half the parameters and
 #    the summary names the rank with the largest peak;
+#  - the decay and norm masks take a byte per element each (about half the parameters' bytes
+#    together, where float masks took twice them);
 #  - every interval of metrics.jsonl: current <= peak, all nine categories; summary's
 #    categories at the peak sum to the peak.
 source "$(dirname "$0")/common.sh"
@@ -61,6 +63,8 @@ params = adamw["parameters"]
 assert 4 * s["parameters_per_rank"] <= params < 4 * s["parameters_per_rank"] + 64 * 64, (params, s)
 assert adamw["gradients"] == params and adamw["optimizer_state"] == 2 * params, adamw
 assert adamw["activations"] > 0 and adamw["data"] > 0 and adamw["half_copies"] == 0, adamw
+# The decay and norm masks are a byte per element each (float masks were 2 x parameters).
+assert adamw["other"] < 0.6 * params, adamw
 sgd, _ = summary("sgd")
 assert sgd["parameters"] == params and sgd["optimizer_state"] == 0, sgd
 dp2, _ = summary("dp2")

@@ -132,7 +132,7 @@ TEST_CASE("ZeRO-1 steps match unsharded steps and shrink the optimizer state", "
     if (zero1) {
       CHECK(sync.update_size() * static_cast<std::size_t>(dp.size()) == net.store.buffer_size());
     }
-    ConstFloatView mask = sync.gather_shard(net.store.decay_mask());
+    ConstMaskView mask = sync.gather_shard(net.store.decay_mask());
     auto optimizer = make_optimizer(spec, sync.update_size(), mask);
     CHECK(optimizer->numel() == sync.update_size());
     for (int step = 0; step < 3; ++step) {

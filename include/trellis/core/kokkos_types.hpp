@@ -17,6 +17,10 @@ using ConstFloatView = Kokkos::View<const float*, MemSpace>;
 using IntView = Kokkos::View<std::int32_t*, MemSpace>;
 using HostFloatView = Kokkos::View<float*, HostSpace>;
 using HostIntView = Kokkos::View<std::int32_t*, HostSpace>;
+// A 0/1 flag per parameter element (which elements decay, which count in the norm): one
+// byte each, since a float mask would take as much memory as the parameters themselves.
+using MaskView = Kokkos::View<std::uint8_t*, MemSpace>;
+using ConstMaskView = Kokkos::View<const std::uint8_t*, MemSpace>;
 
 // Row-major [rows, cols] window onto the first rows*cols elements of a flat buffer.
 using Matrix =

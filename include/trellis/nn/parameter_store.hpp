@@ -145,7 +145,7 @@ class ParameterStore {
   const FloatView& params() const;
   const FloatView& grads() const;
   // [buffer_size()]: 1 where weight decay applies, 0 elsewhere (padding included).
-  const FloatView& decay_mask() const;
+  const MaskView& decay_mask() const;
 
   // Parameter i's window [numel]: managed subviews, for optimizers, checkpoints and tests.
   FloatView param(std::size_t i) const;
@@ -205,7 +205,7 @@ class ParameterStore {
   FloatView params_;                               // [buffer_size_]
   FloatView grads_;                                // [buffer_size_]
   TrackedBytes external_params_, external_grads_;  // in the ledger when the caller's memory
-  FloatView decay_mask_;                           // [buffer_size_]
+  MaskView decay_mask_;                            // [buffer_size_] 1 where decay applies
   Autocast autocast_;
   bool stochastic_rounding_ = false;
   FloatView compute_params_;  // [buffer_size_] params rounded to autocast_.mode; emulated only

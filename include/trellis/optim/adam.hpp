@@ -16,7 +16,7 @@ class Adam final : public Optimizer {
   enum class Decay { coupled, decoupled };  // adam, adamw
 
   // Uses spec.beta1, spec.beta2, spec.eps, spec.weight_decay. decay_mask is [numel].
-  Adam(const OptimizerSpec& spec, Decay decay, std::size_t numel, ConstFloatView decay_mask);
+  Adam(const OptimizerSpec& spec, Decay decay, std::size_t numel, ConstMaskView decay_mask);
 
   std::string name() const override { return decay_ == Decay::decoupled ? "adamw" : "adam"; }
   NamedState state() override;  // {"exp_avg", "exp_avg_sq"}

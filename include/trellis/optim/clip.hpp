@@ -16,7 +16,7 @@ namespace trellis {
 double grad_sum_of_squares(ConstFloatView grads);  // sum of g*g
 // sum of g*g*mask: mask [n] is 1 where this rank counts the gradient in the global norm and 0
 // where another rank does (parameters replicated over tp) or for padding.
-double grad_sum_of_squares(ConstFloatView grads, ConstFloatView mask);
+double grad_sum_of_squares(ConstFloatView grads, ConstMaskView mask);
 double global_grad_norm(ConstFloatView grads);  // sqrt of the above
 
 // A 0/1 norm mask read once into the runs of 1s it holds (parameters are contiguous in the
@@ -28,16 +28,16 @@ class NormMask {
  public:
   NormMask() = default;
   // mask: [n] of 0 and 1 (Error for any other value). Setup time only.
-  explicit NormMask(ConstFloatView mask);
+  explicit NormMask(ConstMaskView mask);
   std::size_t size() const { return mask_.extent(0); }
-  const ConstFloatView& mask() const { return mask_; }
+  const ConstMaskView& mask() const { return mask_; }
   double sum_of_squares(ConstFloatView grads) const;  // grads [size()]
 
  private:
   struct Run {
     std::size_t begin = 0, end = 0;
   };
-  ConstFloatView mask_;
+  ConstMaskView mask_;
   std::vector<Run> runs_;  // the [begin, end) ranges where the mask is 1, in order
 };
 

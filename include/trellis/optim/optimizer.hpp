@@ -57,7 +57,7 @@ using NamedState = std::vector<std::pair<std::string, FloatView>>;
 // Concrete classes (Sgd, Adam, RmsProp) do not validate their spec; make_optimizer() does.
 class Optimizer {
  public:
-  Optimizer(std::size_t numel, ConstFloatView decay_mask);
+  Optimizer(std::size_t numel, ConstMaskView decay_mask);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -115,7 +115,7 @@ class Optimizer {
   }
 
   std::size_t numel_;
-  ConstFloatView decay_mask_;         // [numel]; weight decay applies where the mask is non-zero
+  ConstMaskView decay_mask_;          // [numel]; weight decay applies where the mask is non-zero
   std::vector<DecayRun> decay_runs_;  // the mask's runs, for the host loops
   std::int64_t step_count_ = 0;
 };
@@ -123,7 +123,7 @@ class Optimizer {
 // Builds the optimizer named by spec.type; decay_mask is [numel] (1 = decay, 0 = not).
 // Throws ConfigError naming the offending optim.* key.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, std::size_t numel,
-                                          ConstFloatView decay_mask);
+                                          ConstMaskView decay_mask);
 
 // Checks the fields spec.type uses; throws ConfigError naming the key.
 void validate_optimizer_spec(const OptimizerSpec& spec);

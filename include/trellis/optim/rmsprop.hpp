@@ -12,7 +12,7 @@ namespace trellis {
 class RmsProp final : public Optimizer {
  public:
   // Uses spec.alpha, spec.eps, spec.momentum, spec.weight_decay. decay_mask is [numel].
-  RmsProp(const OptimizerSpec& spec, std::size_t numel, ConstFloatView decay_mask);
+  RmsProp(const OptimizerSpec& spec, std::size_t numel, ConstMaskView decay_mask);
 
   std::string name() const override { return "rmsprop"; }
   NamedState state() override;  // {"square_avg"} plus "momentum_buffer" with momentum

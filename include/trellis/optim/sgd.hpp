@@ -13,7 +13,7 @@ namespace trellis {
 class Sgd final : public Optimizer {
  public:
   // Uses spec.momentum, spec.nesterov, spec.weight_decay. decay_mask is [numel].
-  Sgd(const OptimizerSpec& spec, std::size_t numel, ConstFloatView decay_mask);
+  Sgd(const OptimizerSpec& spec, std::size_t numel, ConstMaskView decay_mask);
 
   std::string name() const override { return "sgd"; }
   NamedState state() override;  // {"momentum_buffer"} with momentum, else empty

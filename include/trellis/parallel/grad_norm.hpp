@@ -16,7 +16,7 @@ namespace trellis {
 
 // [store.buffer_size()] of 1 and 0; parameters named in `stage_copies` (a pipeline stage's
 // copy of a tied parameter another stage counts) are 0. Setup-time only (allocates).
-FloatView norm_mask(const nn::ParameterStore& store, const GridCoords& at,
-                    const std::vector<std::string>& stage_copies = {});
+MaskView norm_mask(const nn::ParameterStore& store, const GridCoords& at,
+                   const std::vector<std::string>& stage_copies = {});
 
 }  // namespace trellis

@@ -144,7 +144,7 @@ class GradientSync : public nn::GradReadyListener {
   const FloatView& update_grads() const;
   // This rank's shard elements of a [buffer_size()] view (decay mask, norm mask), as a NEW
   // view [update_size()]; the full view itself when not sharded. Setup time only (allocates).
-  ConstFloatView gather_shard(ConstFloatView full) const;
+  ConstMaskView gather_shard(ConstMaskView full) const;
 
   // zero1: all-gathers the updated master shard back into store.params() (every bucket
   // started non-blocking, then all waited for). Not sharded: nothing.

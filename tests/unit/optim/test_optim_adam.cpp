@@ -7,6 +7,7 @@
 #include "trellis/optim/adam.hpp"
 
 using optim_test::check_close;
+using optim_test::mask_to_device;
 using optim_test::to_device;
 using optim_test::to_host;
 
@@ -25,7 +26,7 @@ std::vector<Snapshot> run(trellis::Adam::Decay decay, float weight_decay) {
   spec.beta1 = 0.9f;
   spec.beta2 = 0.999f;
   spec.eps = 1e-8f;
-  trellis::Adam opt(spec, decay, 3, to_device({1.f, 1.f, 0.f}));
+  trellis::Adam opt(spec, decay, 3, mask_to_device({1.f, 1.f, 0.f}));
   const auto state = opt.state();
   REQUIRE(state.size() == 2);
   REQUIRE(state[0].first == "exp_avg");

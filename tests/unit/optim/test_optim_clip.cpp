@@ -9,6 +9,7 @@
 #include <limits>
 
 using optim_test::check_close;
+using optim_test::mask_to_device;
 using optim_test::to_device;
 using optim_test::to_host;
 
@@ -84,17 +85,17 @@ TEST_CASE("NormMask sums the squares of the gradients its runs of 1s cover", "[o
     if (counted) expected += static_cast<double>(grads[i]) * grads[i];
   }
   const auto g = to_device(grads);
-  const trellis::NormMask norm_mask(to_device(mask));
+  const trellis::NormMask norm_mask(mask_to_device(mask));
   CHECK(norm_mask.size() == n);
   CHECK(norm_mask.sum_of_squares(g) == Approx(expected).epsilon(1e-12));
   CHECK(norm_mask.sum_of_squares(g) ==
-        Approx(trellis::grad_sum_of_squares(g, to_device(mask))).epsilon(1e-12));
+        Approx(trellis::grad_sum_of_squares(g, mask_to_device(mask))).epsilon(1e-12));
   // All zeros: nothing counted; all ones: the plain sum.
-  CHECK(trellis::NormMask(to_device(std::vector<float>(n, 0.0f))).sum_of_squares(g) == 0.0);
-  CHECK(trellis::NormMask(to_device(std::vector<float>(n, 1.0f))).sum_of_squares(g) ==
+  CHECK(trellis::NormMask(mask_to_device(std::vector<float>(n, 0.0f))).sum_of_squares(g) == 0.0);
+  CHECK(trellis::NormMask(mask_to_device(std::vector<float>(n, 1.0f))).sum_of_squares(g) ==
         Approx(trellis::grad_sum_of_squares(g)).epsilon(1e-12));
   // A mask is 0/1 only, and sized like the gradients.
-  mask[7] = 0.5f;
-  CHECK_THROWS_AS(trellis::NormMask(to_device(mask)), trellis::Error);
+  mask[7] = 2.0f;
+  CHECK_THROWS_AS(trellis::NormMask(mask_to_device(mask)), trellis::Error);
   CHECK_THROWS_AS(norm_mask.sum_of_squares(to_device({1.f, 2.f})), trellis::Error);
 }

@@ -8,6 +8,7 @@
 using optim_test::check_close;
 using optim_test::config_error_of;
 using optim_test::contains;
+using optim_test::mask_to_device;
 using optim_test::to_device;
 using optim_test::to_host;
 
@@ -26,7 +27,7 @@ trellis::OptimizerSpec spec_of(const std::string& type) {
 }
 
 std::unique_ptr<trellis::Optimizer> make(const trellis::OptimizerSpec& spec) {
-  return trellis::make_optimizer(spec, 3, to_device({1.f, 1.f, 0.f}));
+  return trellis::make_optimizer(spec, 3, mask_to_device({1.f, 1.f, 0.f}));
 }
 
 }  // namespace
@@ -78,7 +79,7 @@ TEST_CASE("make_optimizer rejects bad specs naming the key", "[optim]") {
   CHECK(contains(error_for(momentum), "optim.momentum"));
 
   // A mask of the wrong size is a programming error, not a config error.
-  CHECK_THROWS_AS(trellis::make_optimizer(spec_of("sgd"), 4, to_device({1.f, 1.f, 0.f})),
+  CHECK_THROWS_AS(trellis::make_optimizer(spec_of("sgd"), 4, mask_to_device({1.f, 1.f, 0.f})),
                   trellis::Error);
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 using optim_test::check_close;
+using optim_test::mask_to_device;
 using optim_test::to_device;
 using optim_test::to_host;
 
@@ -104,7 +105,7 @@ trellis::OptimizerSpec spec_of(const std::string& type, float momentum, bool nes
 void compare(const trellis::OptimizerSpec& spec, std::size_t n, std::size_t begin, std::size_t end,
              float scale) {
   const std::vector<float> mask = layered_mask(n);
-  auto opt = trellis::make_optimizer(spec, n, to_device(mask));
+  auto opt = trellis::make_optimizer(spec, n, mask_to_device(mask));
   Reference ref{spec, mask, std::vector<float>(n, 0.0f), std::vector<float>(n, 0.0f)};
   std::vector<float> expected = ramp(n, 1.0f, 0);
   trellis::FloatView params = to_device(expected);
@@ -142,7 +143,8 @@ TEST_CASE("fused step over a sub-range touches only that range", "[optim][fused]
 
 TEST_CASE("decay runs cover the mask in order", "[optim][fused]") {
   const std::vector<float> mask = {0, 0, 1, 1, 1, 0, 1};
-  auto opt = trellis::make_optimizer(spec_of("sgd", 0.0f, false), mask.size(), to_device(mask));
+  auto opt =
+      trellis::make_optimizer(spec_of("sgd", 0.0f, false), mask.size(), mask_to_device(mask));
   const auto& runs = opt->decay_runs();
   REQUIRE(runs.size() == 4);
   CHECK((runs[0].begin == 0 && runs[0].end == 2 && !runs[0].decay));
@@ -162,8 +164,8 @@ TEST_CASE("grad_scale = clip_coefficient gives the clip-then-step result", "[opt
   CHECK(trellis::clip_coefficient(norm, 0.0) == 1.0f);
   CHECK(trellis::clip_coefficient(std::nan(""), 1.0) == 1.0f);
 
-  auto fused = trellis::make_optimizer(spec_of("adamw", 0.0f, false), n, to_device(mask));
-  auto separate = trellis::make_optimizer(spec_of("adamw", 0.0f, false), n, to_device(mask));
+  auto fused = trellis::make_optimizer(spec_of("adamw", 0.0f, false), n, mask_to_device(mask));
+  auto separate = trellis::make_optimizer(spec_of("adamw", 0.0f, false), n, mask_to_device(mask));
   trellis::FloatView p_fused = to_device(p0), p_separate = to_device(p0);
   trellis::FloatView g_fused = to_device(grads), g_separate = to_device(grads);
   fused->step(p_fused, g_fused, 0.1f, trellis::clip_coefficient(norm, max_norm));
@@ -198,7 +200,7 @@ TEST_CASE("sum of squares: blocks of 256 in 8 lanes, the order the device kernel
       expected += block;
     }
     INFO("weighted " << weighted);
-    CHECK((weighted ? trellis::grad_sum_of_squares(to_device(grads), to_device(mask))
+    CHECK((weighted ? trellis::grad_sum_of_squares(to_device(grads), mask_to_device(mask))
                     : trellis::grad_sum_of_squares(to_device(grads))) == expected);
   }
 }

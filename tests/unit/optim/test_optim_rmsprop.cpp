@@ -7,6 +7,7 @@
 #include "trellis/optim/rmsprop.hpp"
 
 using optim_test::check_close;
+using optim_test::mask_to_device;
 using optim_test::to_device;
 using optim_test::to_host;
 
@@ -28,7 +29,7 @@ trellis::OptimizerSpec rmsprop_spec(float momentum, float weight_decay) {
 }  // namespace
 
 TEST_CASE("rmsprop without momentum", "[optim][rmsprop]") {
-  trellis::RmsProp opt(rmsprop_spec(0.f, 0.f), 3, to_device({1.f, 1.f, 0.f}));
+  trellis::RmsProp opt(rmsprop_spec(0.f, 0.f), 3, mask_to_device({1.f, 1.f, 0.f}));
   const auto state = opt.state();
   REQUIRE(state.size() == 1);
   REQUIRE(state[0].first == "square_avg");
@@ -47,7 +48,7 @@ TEST_CASE("rmsprop without momentum", "[optim][rmsprop]") {
 }
 
 TEST_CASE("rmsprop with momentum and masked L2 decay", "[optim][rmsprop]") {
-  trellis::RmsProp opt(rmsprop_spec(0.9f, 0.1f), 3, to_device({1.f, 1.f, 0.f}));
+  trellis::RmsProp opt(rmsprop_spec(0.9f, 0.1f), 3, mask_to_device({1.f, 1.f, 0.f}));
   const auto state = opt.state();
   REQUIRE(state.size() == 2);
   REQUIRE(state[1].first == "momentum_buffer");

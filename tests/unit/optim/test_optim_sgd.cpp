@@ -7,6 +7,7 @@
 #include "trellis/optim/sgd.hpp"
 
 using optim_test::check_close;
+using optim_test::mask_to_device;
 using optim_test::to_device;
 using optim_test::to_host;
 
@@ -38,7 +39,7 @@ std::vector<std::vector<float>> run(trellis::Optimizer& opt, int steps) {
 }  // namespace
 
 TEST_CASE("sgd without momentum: p -= lr * (g + wd * p), decay only where masked", "[optim][sgd]") {
-  trellis::Sgd opt(sgd_spec(0.f, false, 0.1f), 3, to_device({1.f, 1.f, 0.f}));
+  trellis::Sgd opt(sgd_spec(0.f, false, 0.1f), 3, mask_to_device({1.f, 1.f, 0.f}));
   CHECK(opt.state().empty());
   auto p = run(opt, 2);
   // Step 1: g + 0.1 p = [0.6, -1.2, 2] (element 2 not decayed) -> p = [0.94, -1.88, 2.8].
@@ -49,7 +50,7 @@ TEST_CASE("sgd without momentum: p -= lr * (g + wd * p), decay only where masked
 }
 
 TEST_CASE("sgd momentum: buffer starts at the first gradient", "[optim][sgd]") {
-  trellis::Sgd opt(sgd_spec(0.9f, false, 0.f), 3, to_device({1.f, 1.f, 0.f}));
+  trellis::Sgd opt(sgd_spec(0.9f, false, 0.f), 3, mask_to_device({1.f, 1.f, 0.f}));
   auto params = to_device({1.f, -2.f, 3.f});
   const auto state = opt.state();
   REQUIRE(state.size() == 1);
@@ -70,7 +71,7 @@ TEST_CASE("sgd momentum: buffer starts at the first gradient", "[optim][sgd]") {
 }
 
 TEST_CASE("sgd nesterov steps along g + momentum * buf", "[optim][sgd]") {
-  trellis::Sgd opt(sgd_spec(0.9f, true, 0.f), 3, to_device({1.f, 1.f, 0.f}));
+  trellis::Sgd opt(sgd_spec(0.9f, true, 0.f), 3, mask_to_device({1.f, 1.f, 0.f}));
   auto p = run(opt, 3);
   // Step 1: buf = g1, d = 1.9 g1 = [0.95, -1.9, 3.8].
   check_close(p[0], {0.905f, -1.81f, 2.62f});
@@ -80,7 +81,7 @@ TEST_CASE("sgd nesterov steps along g + momentum * buf", "[optim][sgd]") {
 }
 
 TEST_CASE("sgd nesterov with masked L2 weight decay", "[optim][sgd]") {
-  trellis::Sgd opt(sgd_spec(0.9f, true, 0.1f), 3, to_device({1.f, 1.f, 0.f}));
+  trellis::Sgd opt(sgd_spec(0.9f, true, 0.1f), 3, mask_to_device({1.f, 1.f, 0.f}));
   auto p = run(opt, 3);
   // Step 1: g = [0.6, -1.2, 2], d = 1.9 g = [1.14, -2.28, 3.8].
   check_close(p[0], {0.886f, -1.772f, 2.62f});

@@ -7,6 +7,8 @@
 #include "trellis/core/host_copy.hpp"
 #include "trellis/core/kokkos_types.hpp"
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,19 @@ inline trellis::FloatView to_device(const std::vector<float>& values,
   for (std::size_t i = 0; i < values.size(); ++i) host(i) = values[i];
   Kokkos::deep_copy(view, host);
   return view;
+}
+
+// A decay or norm mask: one byte per element (values 0 and 1, or any byte for error tests).
+template <class T>
+trellis::MaskView mask_to_device(const std::vector<T>& values) {
+  trellis::MaskView view("test_mask", values.size());
+  auto host = Kokkos::create_mirror_view(view);
+  for (std::size_t i = 0; i < values.size(); ++i) host(i) = static_cast<std::uint8_t>(values[i]);
+  Kokkos::deep_copy(view, host);
+  return view;
+}
+inline trellis::MaskView mask_to_device(std::initializer_list<float> values) {
+  return mask_to_device(std::vector<float>(values));
 }
 
 template <class View>
