@@ -10,3 +10,6 @@ foreach(name dp_equivalence parallel_equivalence cnn_equivalence mixed_precision
 endforeach()
 trellis_add_e2e_test(NAME gpt_equivalence SCRIPT ${E2E}/gpt_equivalence.sh)
 trellis_add_e2e_test(NAME llama_equivalence SCRIPT ${E2E}/llama_equivalence.sh)
+# The memory ledger's state figures through the device bodies (byte masks in the optimizer
+# and norm kernels).
+trellis_add_e2e_test(NAME memory SCRIPT ${E2E}/memory.sh)
