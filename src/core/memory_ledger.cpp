@@ -48,6 +48,8 @@ constexpr PrefixRule kRules[] = {
     {"trellis::tensor_file::", MemoryCategory::workspace},  // checkpoint staging
     {"trellis::peak::", MemoryCategory::workspace},         // the start-up GEMM measurement
     {"trellis::nn::rope.", MemoryCategory::other},          // the rotary tables, shared
+    {"trellis::scratch::", MemoryCategory::workspace},      // blocks' shared backward scratch
+    {"trellis::recompute::", MemoryCategory::recompute},    // recomputed blocks' activations
 };
 
 }  // namespace
@@ -66,6 +68,8 @@ const char* memory_category_name(MemoryCategory category) {
       return "activations";
     case MemoryCategory::workspace:
       return "workspace";
+    case MemoryCategory::recompute:
+      return "recompute";
     case MemoryCategory::communication:
       return "communication";
     case MemoryCategory::data:

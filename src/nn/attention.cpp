@@ -6,6 +6,7 @@
 #include "trellis/kernels/attention/flash_attention.hpp"
 #include "trellis/kernels/attention/rope.hpp"
 #include "trellis/kernels/vector_ops.hpp"
+#include "trellis/nn/buffer_pool.hpp"
 
 #include <cmath>
 #include <optional>
@@ -52,8 +53,8 @@ int checked_d_model(const std::string& name, const BlockSpec& spec, int capacity
   return d_model;
 }
 
-FloatView buffer(const std::string& layer, const char* what, std::size_t size) {
-  return FloatView("trellis::nn::" + layer + "." + what, size);
+FloatView buffer(BufferRole role, const std::string& layer, const char* what, std::size_t size) {
+  return layer_buffer(role, "trellis::nn::" + layer + "." + what, size);
 }
 
 }  // namespace
@@ -84,11 +85,12 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
   const auto cap = static_cast<std::size_t>(capacity_rows);
   const auto rows_d = cap * static_cast<std::size_t>(d_);  // this rank's heads
   const auto per_head_row = cap * static_cast<std::size_t>(n_head_);
-  yr_ = buffer(name, "yr", rows_d);
-  lse_ = buffer(name, "lse", per_head_row);
-  delta_ = buffer(name, "delta", per_head_row);
-  dz_ = buffer(name, "dz", cap * static_cast<std::size_t>(spec.d_model));  // whole width
-  dqkv_ = buffer(name, "dqkv", cap * static_cast<std::size_t>(layout_.width()));
+  yr_ = buffer(BufferRole::saved, name, "yr", rows_d);
+  lse_ = buffer(BufferRole::saved, name, "lse", per_head_row);
+  delta_ = buffer(BufferRole::scratch, name, "delta", per_head_row);
+  dz_ = buffer(BufferRole::scratch, name, "dz", cap * static_cast<std::size_t>(spec.d_model));
+  dqkv_ =
+      buffer(BufferRole::scratch, name, "dqkv", cap * static_cast<std::size_t>(layout_.width()));
 }
 
 void CausalSelfAttention::forward(ConstMatrix input, int n, const StepContext& ctx) {
@@ -160,8 +162,8 @@ KvCache CausalSelfAttention::make_cache(int positions) const {
   const auto size = static_cast<std::size_t>(positions) *
                     static_cast<std::size_t>(layout_.n_kv_head * layout_.head_dim);
   KvCache cache;
-  cache.k = buffer(name(), "k_cache", size);
-  cache.v = buffer(name(), "v_cache", size);
+  cache.k = FloatView("trellis::nn::" + name() + ".k_cache", size);  // the cache's own
+  cache.v = FloatView("trellis::nn::" + name() + ".v_cache", size);
   cache.positions = positions;
   return cache;
 }

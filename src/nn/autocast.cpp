@@ -50,13 +50,13 @@ Autocast resolve_autocast(Precision mode, const std::string& kernels, std::strin
 }
 
 AutocastOperand::AutocastOperand(const Autocast& autocast, const std::string& label,
-                                 std::size_t capacity_elements, bool emulated_only)
+                                 std::size_t capacity_elements, BufferRole role, bool emulated_only)
     : mode_(autocast.mode) {
   if (!autocast.active()) return;
   if (autocast.native && !emulated_only)
-    half_ = kernels::HalfView("trellis::autocast::" + label, capacity_elements);
+    half_ = layer_half_buffer(role, "trellis::autocast::" + label, capacity_elements);
   else
-    buffer_ = FloatView("trellis::autocast::" + label, capacity_elements);
+    buffer_ = layer_buffer(role, "trellis::autocast::" + label, capacity_elements);
 }
 
 kernels::GemmOperand AutocastOperand::round(const ConstMatrix& m) {

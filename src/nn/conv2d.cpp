@@ -116,15 +116,17 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec&
     const std::int64_t limit =
         spec.max_workspace_floats > 0 ? spec.max_workspace_floats : kWorkspaceFloats;
     block_ = static_cast<int>(std::clamp<std::int64_t>(limit / per_image, 1, capacity));
-    workspace_ =
-        FloatView("trellis::nn::" + name + ".im2col", static_cast<std::size_t>(block_ * per_image));
+    workspace_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".im2col",
+                              static_cast<std::size_t>(block_ * per_image));
   }
   const auto cap = static_cast<std::size_t>(capacity);
   // The convolution kernels take fp32: emulated operands even with native kernels.
   x16_ = AutocastOperand(store.autocast(), name + ".x16",
-                         cap * static_cast<std::size_t>(in_features()), /*emulated_only=*/true);
-  dy16_ = AutocastOperand(store.autocast(), name + ".dy16",
-                          cap * static_cast<std::size_t>(out_features()), true);
+                         cap * static_cast<std::size_t>(in_features()), BufferRole::saved,
+                         /*emulated_only=*/true);
+  dy16_ =
+      AutocastOperand(store.autocast(), name + ".dy16",
+                      cap * static_cast<std::size_t>(out_features()), BufferRole::scratch, true);
   if (store.autocast().native)
     weight16_ = FloatView(
         "trellis::nn::" + name + ".weight16",

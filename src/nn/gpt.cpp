@@ -99,10 +99,15 @@ Gpt::Gpt(const GptSpec& spec, ParameterStore& store, const std::string& prefix)
   if (spec.positions == Positions::rope && first_block < end_block)
     rope_ = std::make_unique<RotaryTables>(spec.rope, spec.d_model / spec.n_head, spec.seq_len);
   const BlockSpec block = gpt_block_spec(spec, rope_.get());
+  stack_ = std::make_unique<BlockStack>(prefix + "h", spec.recompute, spec.d_model, rows);
   for (int i = first_block; i < end_block; ++i) {
     block_offsets_.push_back(store.registration_cursor());
-    blocks_.push_back(
-        std::make_unique<Block>(store, prefix + "h." + std::to_string(i), block, rows, init, tp));
+    {
+      const SharedBufferScope shared = stack_->building(blocks_.size());
+      blocks_.push_back(
+          std::make_unique<Block>(store, prefix + "h." + std::to_string(i), block, rows, init, tp));
+    }
+    stack_->add(*blocks_.back());
   }
   if (last_stage()) {
     ln_f_offset_ = store.registration_cursor();
@@ -157,10 +162,7 @@ ConstMatrix Gpt::forward(const ModelInput& input, int n, const StepContext& ctx)
     TRELLIS_REQUIRE(x.extent(1) == static_cast<std::size_t>(spec_.d_model),
                     "gpt stage: input activations " + kernels::extents_string(x));
   }
-  for (auto& block : blocks_) {
-    block->forward(x, rows, row_ctx);
-    x = block->output();
-  }
+  x = stack_->forward(x, rows, row_ctx);
   last_n_ = n;
   if (!last_stage()) return kernels::first_rows(x, rows);
   ln_f_->forward(x, rows, row_ctx);
@@ -187,11 +189,8 @@ void Gpt::backward(ConstMatrix dout, int n) {
     store_->grads_final_from(ln_f_offset_);
     dx = ln_f_->input_grad();
   }
-  for (std::size_t i = blocks_.size(); i-- > 0;) {
-    blocks_[i]->backward(dx, rows);
-    dx = blocks_[i]->input_grad();
-    store_->grads_final_from(block_offsets_[i]);
-  }
+  dx = stack_->backward(dx, rows,
+                        [&](std::size_t i) { store_->grads_final_from(block_offsets_[i]); });
   if (!first_stage()) {
     input_grad_ = dx;  // [capacity rows, d]: to the previous stage
     // The tied copy of wte (last stage) was registered first: final now.
@@ -238,7 +237,7 @@ ConstMatrix Gpt::forward_cached(kernels::ConstLabels tokens, int rows, int first
   }
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     blocks_[i]->forward_cached(x, rows, first_position, caches[i]);
-    x = blocks_[i]->output();
+    x = stack_->keep(i, blocks_[i]->output(), rows);
   }
   ln_f_->forward(x, rows, eval);
   head_->forward(ln_f_->output(), rows, eval);

@@ -2,6 +2,7 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/views.hpp"
+#include "trellis/nn/buffer_pool.hpp"
 
 #include <utility>
 
@@ -18,10 +19,10 @@ Layer::Layer(std::string name, int in_features, int out_features, int capacity)
                 std::to_string(capacity) + ") must be positive");
   }
   const auto cap = static_cast<std::size_t>(capacity);
-  output_ =
-      FloatView("trellis::nn::" + name_ + ".output", cap * static_cast<std::size_t>(out_features));
-  input_grad_ = FloatView("trellis::nn::" + name_ + ".input_grad",
-                          cap * static_cast<std::size_t>(in_features));
+  output_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name_ + ".output",
+                         cap * static_cast<std::size_t>(out_features));
+  input_grad_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name_ + ".input_grad",
+                             cap * static_cast<std::size_t>(in_features));
 }
 
 Layer::Layer(std::string name, int in_features, int out_features, int capacity, InferenceOnly)

@@ -27,8 +27,9 @@ LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int d, int 
   weight_ = store.add(name + ".weight", {d}, InitSpec::constant(1.0), false);
   if (kind == NormKind::layernorm) bias_ = store.add(name + ".bias", {d}, InitSpec::zeros(), false);
   const auto cap = static_cast<std::size_t>(capacity_rows);
-  if (kind == NormKind::layernorm) mean_ = FloatView("trellis::nn::" + name + ".mean", cap);
-  rstd_ = FloatView("trellis::nn::" + name + ".rstd", cap);
+  if (kind == NormKind::layernorm)
+    mean_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name + ".mean", cap);
+  rstd_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name + ".rstd", cap);
 }
 
 void LayerNorm::forward(ConstMatrix input, int n, const StepContext&) {

@@ -66,23 +66,26 @@ Linear::Linear(ParameterStore& store, const std::string& name, int in_features, 
   } else {
     const auto out = static_cast<std::size_t>(this->out_features());
     zero_bias_ = FloatView("trellis::nn::" + name + ".zero_bias", out);
-    db_discard_ = FloatView("trellis::nn::" + name + ".db_discard", out);
+    db_discard_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".db_discard", out);
   }
   const auto cap = static_cast<std::size_t>(capacity);
   x16_ = AutocastOperand(store.autocast(), name + ".x16",
-                         cap * static_cast<std::size_t>(this->in_features()));
-  dz16_ = AutocastOperand(store.autocast(), name + ".dz16",
-                          cap * static_cast<std::size_t>(this->out_features()));
+                         cap * static_cast<std::size_t>(this->in_features()), BufferRole::saved);
+  dz16_ =
+      AutocastOperand(store.autocast(), name + ".dz16",
+                      cap * static_cast<std::size_t>(this->out_features()), BufferRole::scratch);
 }
 
 void Linear::fuse_activation(kernels::Activation f) {
   activation_ = f;
   const auto size = static_cast<std::size_t>(capacity()) * static_cast<std::size_t>(out_features());
-  pre_activation_ = kernels::keeps_pre_activation(f)
-                        ? FloatView("trellis::nn::" + name() + ".pre_activation", size)
-                        : FloatView();
-  dz_ = f != kernels::Activation::none ? FloatView("trellis::nn::" + name() + ".dz", size)
-                                       : FloatView();
+  pre_activation_ =
+      kernels::keeps_pre_activation(f)
+          ? layer_buffer(BufferRole::saved, "trellis::nn::" + name() + ".pre_activation", size)
+          : FloatView();
+  dz_ = f != kernels::Activation::none
+            ? layer_buffer(BufferRole::scratch, "trellis::nn::" + name() + ".dz", size)
+            : FloatView();
 }
 
 void Linear::forward(ConstMatrix input, int n, const StepContext&) {

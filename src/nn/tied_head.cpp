@@ -12,9 +12,11 @@ TiedHead::TiedHead(ParameterStore& store, const std::string& name, std::size_t w
       weight_(weight_index),
       tp_(tp),
       x16_(store.autocast(), name + ".x16",
-           static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(d_model)),
+           static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(d_model),
+           BufferRole::saved),
       dl16_(store.autocast(), name + ".dl16",
-            static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(local_vocab)) {}
+            static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(local_vocab),
+            BufferRole::scratch) {}
 
 void TiedHead::forward(ConstMatrix input, int n, const StepContext&) {
   const ConstMatrix x = begin_forward(input, n);  // [n, d]

@@ -4,6 +4,7 @@
 #include "trellis/core/rng.hpp"
 #include "trellis/kernels/swiglu.hpp"
 #include "trellis/kernels/vector_ops.hpp"
+#include "trellis/nn/buffer_pool.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -46,16 +47,17 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, const B
     c_fc_.fuse_activation(kind_ == MlpKind::gelu ? kernels::Activation::gelu
                                                  : kernels::Activation::gelu_tanh);
   } else {
-    swiglu_ = FloatView("trellis::nn::" + name + ".swiglu",
-                        cap * static_cast<std::size_t>(c_proj_.in_features()));
-    dgate_up_ = FloatView("trellis::nn::" + name + ".dgate_up",
-                          cap * static_cast<std::size_t>(c_fc_.out_features()));
+    swiglu_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name + ".swiglu",
+                           cap * static_cast<std::size_t>(c_proj_.in_features()));
+    dgate_up_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".dgate_up",
+                             cap * static_cast<std::size_t>(c_fc_.out_features()));
   }
   // dx is c_fc's dx, and without dropout y is c_proj's y: no copies per call.
   share_input_grad_of(c_fc_);
   if (spec.dropout == 0.0f) share_output_of(c_proj_);
   if (spec.dropout > 0.0f)
-    dz_ = FloatView("trellis::nn::" + name + ".dz", cap * static_cast<std::size_t>(spec.d_model));
+    dz_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".dz",
+                       cap * static_cast<std::size_t>(spec.d_model));
 }
 
 void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
@@ -115,8 +117,8 @@ Block::Block(ParameterStore& store, const std::string& name, const BlockSpec& sp
       mlp_(store, name + ".mlp", spec, capacity_rows, init, tp) {
   const auto size =
       static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(spec.d_model);
-  h_ = FloatView("trellis::nn::" + name + ".h", size);
-  dh_ = FloatView("trellis::nn::" + name + ".dh", size);
+  h_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name + ".h", size);
+  dh_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".dh", size);
 }
 
 void Block::forward(ConstMatrix input, int n, const StepContext& ctx) {

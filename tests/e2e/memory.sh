@@ -11,7 +11,7 @@
 #    the summary names the rank with the largest peak;
 #  - the decay and norm masks take a byte per element each (about half the parameters' bytes
 #    together, where float masks took twice them);
-#  - every interval of metrics.jsonl: current <= peak, all nine categories; summary's
+#  - every interval of metrics.jsonl: current <= peak, all ten categories; summary's
 #    categories at the peak sum to the peak.
 source "$(dirname "$0")/common.sh"
 py=$TRELLIS_PYTHON
@@ -42,7 +42,7 @@ run pp2 2 --parallel.pp=2
 import json, sys
 w, shared = sys.argv[1], sys.argv[2] == "true"
 categories = ["parameters", "gradients", "optimizer_state", "half_copies", "activations",
-              "workspace", "communication", "data", "other"]
+              "workspace", "recompute", "communication", "data", "other"]
 
 def summary(name):
     s = json.load(open(f"{w}/{name}/summary.json"))

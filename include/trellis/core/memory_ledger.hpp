@@ -26,11 +26,12 @@ enum class MemoryCategory {
   half_copies,      // 16-bit copies of parameters and operands (mixed precision)
   activations,      // what layers keep from forward for backward (outputs, pre-activations)
   workspace,        // backward scratch (input gradients, dz), library workspaces, file staging
+  recompute,        // the shared buffers recomputed blocks rerun their forward into
   communication,    // gradient wire buffers, compression state, pipeline transfers
   data,             // the batch buffers the loader fills
   other,            // masks, tables, anything no rule names
 };
-constexpr int kMemoryCategories = 9;
+constexpr int kMemoryCategories = 10;
 
 // "parameters", "gradients", "optimizer_state", ... (the keys of summary.json's "memory").
 const char* memory_category_name(MemoryCategory category);

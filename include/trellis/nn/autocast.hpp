@@ -24,6 +24,7 @@
 #include "trellis/core/precision.hpp"
 #include "trellis/kernels/gemm_half.hpp"
 #include "trellis/kernels/precision_cast.hpp"
+#include "trellis/nn/buffer_pool.hpp"
 
 #include <string>
 
@@ -47,8 +48,9 @@ Autocast resolve_autocast(Precision mode, const std::string& kernels, std::strin
 class AutocastOperand {
  public:
   AutocastOperand() = default;
+  // role: whether backward reads the rounded copy (nn/buffer_pool.hpp).
   AutocastOperand(const Autocast& autocast, const std::string& label, std::size_t capacity_elements,
-                  bool emulated_only = false);
+                  BufferRole role, bool emulated_only = false);
 
   // m rounded into this buffer (same shape), or m itself when off.
   kernels::GemmOperand round(const ConstMatrix& m);

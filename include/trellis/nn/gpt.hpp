@@ -41,6 +41,7 @@
 
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/kernels/views.hpp"
+#include "trellis/nn/block_stack.hpp"
 #include "trellis/nn/decoder_spec.hpp"
 #include "trellis/nn/dropout.hpp"
 #include "trellis/nn/embedding.hpp"
@@ -78,6 +79,7 @@ struct GptSpec {
   bool tied_head = true;
   bool scaled_residual_init = true;  // GPT-2: c_proj weights N(0, (0.02 / sqrt(2 n_layer))^2)
   int capacity = 0;                  // most sequences per forward/backward call
+  RecomputeSpec recompute;           // activation recomputation of the blocks (block_stack.hpp)
   TensorParallel tp;                 // none by default
   StageRange stage;  // units: 0 embeddings, 1 + i block h.i, n_layer + 1 ln_f and head
 };
@@ -182,7 +184,8 @@ class Gpt : public Model {
   std::unique_ptr<PositionalEmbedding> wpe_;  // learned positions
   std::unique_ptr<RotaryTables> rope_;        // rotary positions, on stages with blocks
   std::unique_ptr<Dropout> drop_;
-  std::size_t wte_index_ = 0;  // the token table: the embedding's, or the last stage's copy
+  std::size_t wte_index_ = 0;          // the token table: the embedding's, or the last stage's copy
+  std::unique_ptr<BlockStack> stack_;  // runs blocks_; owns their shared buffers (outlives them)
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<LayerNorm> ln_f_;  // last stage, built after the blocks (forward order)
   std::unique_ptr<TiedHead> head_;   // last stage: logits [capacity * T, vocab/tp]

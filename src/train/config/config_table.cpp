@@ -221,6 +221,15 @@ const std::vector<ConfigEntry>& config_table() {
           "convolution: auto (the build's vendor library, oneDNN or cuDNN, else im2col) | "
           "onednn | cudnn | im2col (the portable path)",
           choice, FIELD(kernels.conv), {"auto", "onednn", "cudnn", "im2col"}),
+      KEY("memory.recompute", "none",
+          "activation recomputation: none | full (keep only each group of blocks' input and "
+          "rerun its forward in backward: less activation memory for a third more compute; "
+          "transformers)",
+          choice, FIELD(memory.recompute), {"none", "full"}),
+      KEY("memory.recompute_every", "1",
+          "memory.recompute = full: blocks per recomputed group (a checkpoint every N blocks; "
+          "about sqrt(n_layer) keeps the least)",
+          integer, FIELD(memory.recompute_every), 1, 1 << 20),
       KEY("parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB", real,
           FIELD(parallel.bucket_mb), 0.001, 1e6),
       KEY("parallel.overlap", "true",

@@ -44,6 +44,10 @@ void check_combinations(const TrainConfig& c) {
     fail("config keys prune.start_step = " + std::to_string(c.prune.start_step) +
          " and prune.end_step = " + std::to_string(c.prune.end_step) +
          ": end_step must be 0 (the run's end) or >= start_step");
+  if (c.memory.recompute != "none" && !model.recompute_blocks)
+    fail("config keys memory.recompute = " + c.memory.recompute + " and model.type = " +
+         model.name + ": recomputation works on transformer blocks (gpt, llama); use " +
+         "memory.recompute = none for this model");
   if (c.parallel.pp == 1 && !c.parallel.stages.empty())
     fail("config key parallel.stages = '" + c.parallel.stages +
          "' needs parallel.pp > 1 (it splits the model into pipeline stages); with "

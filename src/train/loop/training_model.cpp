@@ -36,14 +36,15 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   store_.set_autocast(
       nn::resolve_autocast(config.precision.mode, config.precision.kernels, precision_notice_),
       config.precision.stochastic_rounding);
+  const nn::RecomputeSpec recompute = recompute_spec(config.memory);
   std::vector<std::unique_ptr<nn::Model>> replicas;
   const std::size_t first_offset = store_.registration_cursor();
-  replicas.push_back(
-      build_model(config.model, config.kernels, shape, capacity, store_, &dp, tp, range));
+  replicas.push_back(build_model(config.model, config.kernels, shape, capacity, store_, &dp, tp,
+                                 range, recompute));
   for (int k = 1; k < slots; ++k) {
     store_.begin_replica(first_offset);
-    replicas.push_back(
-        build_model(config.model, config.kernels, shape, capacity, store_, &dp, tp, range));
+    replicas.push_back(build_model(config.model, config.kernels, shape, capacity, store_, &dp, tp,
+                                   range, recompute));
     store_.end_replica();
   }
   model_ = replicas.front().get();

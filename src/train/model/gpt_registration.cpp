@@ -119,7 +119,14 @@ ModelRegistration decoder_registration(ModelType type, const char* name) {
   r.data = DataKind::tokens;
   r.tensor_parallel = true;
   r.pipeline_parallel = true;
-  r.build = split_builder<nn::Gpt>(gpt_spec);
+  r.recompute_blocks = true;
+  r.build = [](const ModelBuildArgs& a) -> std::unique_ptr<nn::Model> {
+    nn::GptSpec spec = gpt_spec(a.model, a.data, a.capacity);
+    spec.tp = a.tp;
+    spec.stage = a.stage;
+    spec.recompute = a.recompute;
+    return std::make_unique<nn::Gpt>(spec, a.store);
+  };
   r.unit_costs = [](const ModelConfig& model, const DataShape& data) {
     return nn::gpt_unit_costs(gpt_spec(model, data, 1));
   };

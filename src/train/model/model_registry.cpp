@@ -51,14 +51,28 @@ std::unique_ptr<nn::Model> build_model(const ModelBuildArgs& args) {
                       ": model.type = " + r.name + " has no tensor-parallel form (" +
                       models_with(&ModelRegistration::tensor_parallel) +
                       " have); use parallel.tp = 1");
+  if (args.recompute.mode != nn::Recompute::none && !r.recompute_blocks)
+    throw ConfigError(
+        std::string("config key memory.recompute = ") + nn::recompute_name(args.recompute.mode) +
+        ": model.type = " + r.name + " has no recomputation yet (" +
+        models_with(&ModelRegistration::recompute_blocks) + " have); use memory.recompute = none");
   return r.build(args);
+}
+
+nn::RecomputeSpec recompute_spec(const MemoryConfig& memory) {
+  nn::RecomputeSpec spec;
+  spec.mode = nn::parse_recompute(memory.recompute);
+  spec.every = memory.recompute_every;
+  return spec;
 }
 
 std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const KernelsConfig& kernels,
                                        const DataShape& data, std::int64_t capacity,
                                        nn::ParameterStore& store, const MpiComm* dp,
-                                       nn::TensorParallel tp, nn::StageRange stage) {
-  return build_model(ModelBuildArgs{model, kernels, data, capacity, store, dp, tp, stage});
+                                       nn::TensorParallel tp, nn::StageRange stage,
+                                       nn::RecomputeSpec recompute) {
+  return build_model(
+      ModelBuildArgs{model, kernels, data, capacity, store, dp, tp, stage, recompute});
 }
 
 std::unique_ptr<nn::Model> int8_model(ModelType type, std::unique_ptr<nn::Model> fp32,

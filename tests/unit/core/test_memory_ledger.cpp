@@ -38,6 +38,10 @@ TEST_CASE("memory categories follow the buffers' labels", "[memory]") {
   CHECK(memory_category("trellis::nn::h.0.ln_1.input_grad") == MemoryCategory::workspace);
   CHECK(memory_category("trellis::nn::h.0.attn.dqkv") == MemoryCategory::workspace);
   CHECK(memory_category("trellis::nn::rope.cos") == MemoryCategory::other);
+  // The blocks' shared pools (nn/buffer_pool.hpp) and a recomputed group's checkpoint.
+  CHECK(memory_category("trellis::scratch::h.1.3") == MemoryCategory::workspace);
+  CHECK(memory_category("trellis::recompute::h.0.12") == MemoryCategory::recompute);
+  CHECK(memory_category("trellis::nn::h.group0.checkpoint") == MemoryCategory::activations);
   CHECK(memory_category("trellis::decay_mask") == MemoryCategory::other);
   CHECK(memory_category("trellis::peak::a") == MemoryCategory::workspace);
   CHECK(memory_category("Kokkos::InternalScratch") == MemoryCategory::other);

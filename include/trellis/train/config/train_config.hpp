@@ -191,6 +191,7 @@ struct TrainConfig {
   EarlyStopConfig early_stop;
   LogConfig log;
   KernelsConfig kernels;
+  MemoryConfig memory;
   PruneConfig prune;
   std::string run_dir;
   bool run_overwrite = false;               // run.overwrite

@@ -50,4 +50,10 @@ struct KernelsConfig {
   std::string conv;  // cnn convolutions: auto | onednn | cudnn | im2col
 };
 
+// memory.*: what the model trades for memory.
+struct MemoryConfig {
+  std::string recompute = "none";  // activation recomputation: none | full (nn/block_stack.hpp)
+  int recompute_every = 1;         // blocks per recomputed group
+};
+
 }  // namespace trellis

@@ -13,6 +13,7 @@
 #include "trellis/data/data_shape.hpp"
 #include "trellis/int8/int8_model.hpp"
 #include "trellis/int8/quantize_layer.hpp"
+#include "trellis/nn/block_stack.hpp"
 #include "trellis/nn/model.hpp"
 #include "trellis/nn/parameter_store.hpp"
 #include "trellis/nn/tensor_parallel.hpp"
@@ -37,6 +38,7 @@ struct ModelBuildArgs {
   const MpiComm* dp;          // for layers that synchronise over dp (BatchNorm), or null
   nn::TensorParallel tp;
   nn::StageRange stage;
+  nn::RecomputeSpec recompute;  // memory.recompute (models with recompute_blocks only)
 };
 
 // What the memory estimate (config/memory_estimate.hpp) needs of a model, in floats, for the
@@ -53,8 +55,9 @@ struct ModelRegistration {
   const char* name;                      // model.type
   std::vector<const char*> config_keys;  // the model.* (and kernels.*) keys it reads
   DataKind data;
-  bool tensor_parallel;    // built under parallel.tp > 1
-  bool pipeline_parallel;  // split into parallel.pp stages (unit_costs is set)
+  bool tensor_parallel;           // built under parallel.tp > 1
+  bool pipeline_parallel;         // split into parallel.pp stages (unit_costs is set)
+  bool recompute_blocks = false;  // builds its blocks with ModelBuildArgs::recompute
   std::function<std::unique_ptr<nn::Model>(const ModelBuildArgs&)> build;
   // Relative cost of each pipeline unit (pipeline_parallel models only).
   std::function<std::vector<double>(const ModelConfig&, const DataShape&)> unit_costs;
@@ -98,7 +101,11 @@ std::unique_ptr<nn::Model> build_model(const ModelBuildArgs& args);
 std::unique_ptr<nn::Model> build_model(const ModelConfig& model, const KernelsConfig& kernels,
                                        const DataShape& data, std::int64_t capacity,
                                        nn::ParameterStore& store, const MpiComm* dp,
-                                       nn::TensorParallel tp = {}, nn::StageRange stage = {});
+                                       nn::TensorParallel tp = {}, nn::StageRange stage = {},
+                                       nn::RecomputeSpec recompute = {});
+// memory.recompute and memory.recompute_every as the model builder takes them; ConfigError
+// naming the key when a value is bad.
+nn::RecomputeSpec recompute_spec(const MemoryConfig& memory);
 
 // `fp32` (a model of `type`, built and loaded) in its int8 form with `layers`, owning it.
 std::unique_ptr<nn::Model> int8_model(ModelType type, std::unique_ptr<nn::Model> fp32,

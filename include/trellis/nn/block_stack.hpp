@@ -1,0 +1,92 @@
+// BlockStack: the run of same-width blocks a model applies one after another (a Gpt stage's
+// transformer blocks), and what it does for memory:
+//
+// Shared backward scratch. What a block writes and reads only inside its backward (input
+// gradients, dz, dh, ...) lives in one of two pools (nn/buffer_pool.hpp), block i in pool
+// i mod 2: block i's input gradient, read by block i - 1's backward, is never overwritten by
+// it. So backward scratch costs two blocks' worth, not one per block.
+//
+// Activation recomputation (RecomputeSpec::full, Chen et al. 2016's checkpointing, Megatron's
+// full recompute with the uniform method): blocks form groups of `every` consecutive blocks.
+// Only each group's output is kept (a checkpoint [capacity rows, width]); the blocks' own
+// saved buffers come from `every` pools shared by all groups (block i's from pool i mod
+// every). Backward reruns a group's forward from its input (the previous checkpoint, or the
+// stack's input) with the same StepContext, then runs its backward. Dropout masks come from the
+// counter RNG and every kernel is deterministic on a host, so the rerun reproduces the saved
+// activations bit for bit and the gradients equal a run without recomputation exactly. A group
+// costs one more forward in backward (a training step of ~4 forwards' work instead of 3).
+//
+// Memory per stack, rows = capacity rows, A = one block's saved bytes per row:
+//   none   n_block * A * rows                       + 2 scratch blocks
+//   full   (n_block / every) * width * 4 * rows     + every * A * rows + 2 scratch blocks
+#pragma once
+
+#include "trellis/core/kokkos_types.hpp"
+#include "trellis/nn/buffer_pool.hpp"
+#include "trellis/nn/layer.hpp"
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trellis::nn {
+
+enum class Recompute { none, full };
+
+struct RecomputeSpec {
+  Recompute mode = Recompute::none;
+  int every = 1;  // blocks per recomputed group (full)
+};
+
+// "none" | "full"; ConfigError naming memory.recompute otherwise.
+Recompute parse_recompute(const std::string& name);
+const char* recompute_name(Recompute mode);
+
+class BlockStack {
+ public:
+  // name: the allocation label stem of the pools ("h"); width: every block's in and out
+  // features; capacity_rows: every block's capacity.
+  BlockStack(const std::string& name, RecomputeSpec spec, int width, int capacity_rows);
+  BlockStack(const BlockStack&) = delete;
+  BlockStack& operator=(const BlockStack&) = delete;
+
+  // Build block i (the i-th added, from 0) while the returned scope lives, then add() it.
+  SharedBufferScope building(std::size_t i);
+  void add(Layer& block);  // not owned; must outlive the stack's calls
+
+  // x: [>= n, width], unchanged until backward. Returns the last block's output
+  // [capacity, width] (rows [0, n) valid): a checkpoint with recomputation, else its output().
+  ConstMatrix forward(ConstMatrix x, int n, const StepContext& ctx);
+  // Block i's output as the next block should read it: copied into its group's checkpoint
+  // when block i ends a recomputed group (its own buffer is shared), else out itself. For
+  // callers that run the blocks themselves (generation's cached forward).
+  ConstMatrix keep(std::size_t i, ConstMatrix out, int n);
+  // dy: [>= n, width]; runs the blocks' backward in reverse (recomputing each group's forward
+  // first), calling block_done(i) after block i. Returns the first block's input gradient
+  // [capacity, width].
+  ConstMatrix backward(ConstMatrix dy, int n, const std::function<void(std::size_t)>& block_done);
+
+  std::size_t size() const { return blocks_.size(); }
+  bool recomputes() const { return spec_.mode == Recompute::full; }
+  const RecomputeSpec& spec() const { return spec_; }
+
+ private:
+  bool ends_group(std::size_t i) const {
+    return (i + 1) % static_cast<std::size_t>(spec_.every) == 0 || i + 1 == blocks_.size();
+  }
+
+  std::string name_;
+  RecomputeSpec spec_;
+  int width_, capacity_;
+  std::unique_ptr<BufferPool> scratch_[2];
+  std::vector<std::unique_ptr<BufferPool>> saved_;  // [every] with recomputation
+  std::vector<Layer*> blocks_;
+  std::vector<FloatView> checkpoints_;  // [groups][capacity * width]: each group's output
+  ConstMatrix input_;                   // the last forward's input rows
+  StepContext ctx_;
+  int last_n_ = -1;
+};
+
+}  // namespace trellis::nn

@@ -1,0 +1,93 @@
+#include "trellis/nn/block_stack.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/kernels/vector_ops.hpp"
+#include "trellis/kernels/views.hpp"
+
+namespace trellis::nn {
+
+Recompute parse_recompute(const std::string& name) {
+  if (name == "none") return Recompute::none;
+  if (name == "full") return Recompute::full;
+  throw ConfigError("memory.recompute: expected none or full, got \"" + name + "\"");
+}
+
+const char* recompute_name(Recompute mode) { return mode == Recompute::full ? "full" : "none"; }
+
+BlockStack::BlockStack(const std::string& name, RecomputeSpec spec, int width, int capacity_rows)
+    : name_(name), spec_(spec), width_(width), capacity_(capacity_rows) {
+  if (spec_.every < 1)
+    throw ConfigError("memory.recompute_every must be at least 1, got " +
+                      std::to_string(spec_.every));
+  for (int parity = 0; parity < 2; ++parity)
+    scratch_[parity] = std::make_unique<BufferPool>("trellis::scratch::" + name + "." +
+                                                    std::to_string(parity) + ".");
+  if (recomputes())
+    for (int pos = 0; pos < spec_.every; ++pos)
+      saved_.push_back(std::make_unique<BufferPool>("trellis::recompute::" + name + "." +
+                                                    std::to_string(pos) + "."));
+}
+
+SharedBufferScope BlockStack::building(std::size_t i) {
+  BufferPool* saved =
+      recomputes() ? saved_[i % static_cast<std::size_t>(spec_.every)].get() : nullptr;
+  return SharedBufferScope(saved, scratch_[i % 2].get());
+}
+
+void BlockStack::add(Layer& block) {
+  TRELLIS_REQUIRE(block.in_features() == width_ && block.out_features() == width_ &&
+                      block.capacity() == capacity_,
+                  "block stack \"" + name_ + "\": block \"" + block.name() + "\" does not fit");
+  const std::size_t i = blocks_.size();
+  blocks_.push_back(&block);
+  if (recomputes() && i % static_cast<std::size_t>(spec_.every) == 0)
+    checkpoints_.push_back(
+        FloatView("trellis::nn::" + name_ + ".group" + std::to_string(i) + ".checkpoint",
+                  static_cast<std::size_t>(capacity_) * static_cast<std::size_t>(width_)));
+}
+
+ConstMatrix BlockStack::keep(std::size_t i, ConstMatrix out, int n) {
+  if (!recomputes() || !ends_group(i)) return out;
+  const FloatView& checkpoint = checkpoints_[i / static_cast<std::size_t>(spec_.every)];
+  kernels::copy(kernels::flat(kernels::first_rows(out, n)),
+                kernels::flat(as_matrix(checkpoint, n, width_)));
+  return as_matrix(checkpoint, capacity_, width_);
+}
+
+ConstMatrix BlockStack::forward(ConstMatrix x, int n, const StepContext& ctx) {
+  last_n_ = -1;
+  input_ = kernels::first_rows(x, n);
+  ctx_ = ctx;
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    blocks_[i]->forward(x, n, ctx);
+    x = keep(i, blocks_[i]->output(), n);
+  }
+  last_n_ = n;
+  return x;
+}
+
+ConstMatrix BlockStack::backward(ConstMatrix dy, int n,
+                                 const std::function<void(std::size_t)>& block_done) {
+  TRELLIS_REQUIRE(n == last_n_, "block stack \"" + name_ + "\": backward of " + std::to_string(n) +
+                                    " rows does not follow a forward of the same rows");
+  const auto every = static_cast<std::size_t>(recomputes() ? spec_.every : 1);
+  for (std::size_t end = blocks_.size(); end > 0;) {
+    const std::size_t first = (end - 1) / every * every;
+    if (recomputes()) {
+      ConstMatrix x = first == 0 ? input_ : as_matrix(checkpoints_[first / every - 1], n, width_);
+      for (std::size_t i = first; i < end; ++i) {
+        blocks_[i]->forward(x, n, ctx_);
+        x = blocks_[i]->output();
+      }
+    }
+    for (std::size_t i = end; i-- > first;) {
+      blocks_[i]->backward(dy, n);
+      dy = blocks_[i]->input_grad();
+      block_done(i);
+    }
+    end = first;
+  }
+  return dy;
+}
+
+}  // namespace trellis::nn

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Activation recomputation (memory.recompute = full, nn/block_stack.hpp): the same losses at
+# every step and the same final parameters, bit for bit, as without recomputation, with
+# dropout on, for the GPT and the Llama block, groups of 1 and 2 blocks, on 1 rank, dp 2 with
+# ZeRO-1, tp 2, pp 2 (1F1B, 4 micro-batches) and bf16; and the memory it saves: the peak of
+# saved activations falls, the shared recompute buffers appear, backward scratch is unchanged.
+source "$(dirname "$0")/common.sh"
+py=$TRELLIS_PYTHON
+"$py" "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" --out-dir "$WORK/tokens" \
+  > /dev/null
+common=(--data.train="$WORK/tokens/train.h5" --data.test="$WORK/tokens/val.h5" --model.n_layer=4
+        --model.n_head=4 --model.d_model=64 --model.seq_len=64 --model.dropout=0.1
+        --train.global_batch=8 --train.micro_batch=2 --train.max_steps=6 --train.eval_interval=3
+        --train.eval_batch=8 --train.eval_max_samples=16 --log.interval=1 --log.progress=lines)
+gpt=(train --config "$TRELLIS_SRC/inputs/gpt_char.ini" "${common[@]}")
+llama=(train --config "$TRELLIS_SRC/inputs/llama_char.ini" "${common[@]}" --model.n_kv_head=2)
+run() {  # run NAME NP ARGS...
+  local name=$1 np=$2
+  shift 2
+  trellis_run "$np" "$@" --run.dir="$WORK/$name" > "$WORK/$name.log" 2>&1 \
+    || fail "$name: $(tail -5 "$WORK/$name.log")"
+}
+same() {  # same REFERENCE OTHER...: losses and final parameters bit for bit
+  "$py" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 6 "$WORK/$1" "${@/#/$WORK/}" \
+    || fail "losses differ: $*"
+  "$py" - "$WORK" "$@" <<'PY' || fail "final parameters differ: $*"
+import sys, h5py, numpy as np
+w, ref, others = sys.argv[1], sys.argv[2], sys.argv[3:]
+a = h5py.File(f"{w}/{ref}/model.h5", "r")
+for other in others:
+    b = h5py.File(f"{w}/{other}/model.h5", "r")
+    assert sorted(a["params"]) == sorted(b["params"])
+    for k in a["params"]:
+        assert np.array_equal(a["params"][k][()], b["params"][k][()]), (other, k)
+PY
+}
+layouts=("1 " "2 --parallel.zero=1 --parallel.grad_exchange=communicator" "2 --parallel.tp=2"
+         "2 --parallel.pp=2" "1 --precision.mode=bf16")
+for i in "${!layouts[@]}"; do
+  read -r np extra <<< "${layouts[$i]}"
+  # shellcheck disable=SC2086
+  run "gpt$i-none" "$np" "${gpt[@]}" $extra
+  # shellcheck disable=SC2086
+  run "gpt$i-full" "$np" "${gpt[@]}" $extra --memory.recompute=full
+  same "gpt$i-none" "gpt$i-full"
+done
+run gpt0-every2 1 "${gpt[@]}" --memory.recompute=full --memory.recompute_every=2
+same gpt0-none gpt0-every2
+run llama-none 2 "${llama[@]}" --parallel.tp=2
+run llama-full 2 "${llama[@]}" --parallel.tp=2 --memory.recompute=full
+same llama-none llama-full
+
+"$py" - "$WORK" <<'PY'
+import json, sys
+w = sys.argv[1]
+peak = lambda name: json.load(open(f"{w}/{name}/summary.json"))["memory_peak"]
+none, full, every2 = peak("gpt0-none"), peak("gpt0-full"), peak("gpt0-every2")
+mib = lambda b: f"{b / 2**20:.2f} MiB"
+# Four blocks' saved activations shrink to four checkpoints plus one block's shared buffers.
+assert none["recompute"] == 0 and full["recompute"] > 0, (none, full)
+assert full["activations"] + full["recompute"] < 0.7 * none["activations"], (none, full)
+assert every2["recompute"] == 2 * full["recompute"], (full, every2)
+assert full["workspace"] == none["workspace"], (none, full)
+print(f"recompute: activations {mib(none['activations'])} -> {mib(full['activations'])} "
+      f"+ recompute {mib(full['recompute'])} (every 2: {mib(every2['activations'])} + "
+      f"{mib(every2['recompute'])})")
+PY
+# A model without recomputation refuses it by name.
+expect_exit 2 "$WORK/mlp.log" trellis_run 1 train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" \
+  --data.train="$WORK/tokens/train.h5" --memory.recompute=full --run.dir="$WORK/mlp"
+grep -q "memory.recompute = full and model.type = mlp: recomputation works on" "$WORK/mlp.log" \
+  || fail "no error naming memory.recompute: $(tail -3 "$WORK/mlp.log")"
+echo "recompute: ok"
