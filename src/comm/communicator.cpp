@@ -1,4 +1,5 @@
 #include "trellis/comm/communicator.hpp"
+#include "trellis/comm/shape_only_communicator.hpp"
 
 #include "trellis/comm/mpi_communicator.hpp"
 #include "trellis/core/error.hpp"
@@ -38,6 +39,14 @@ std::unique_ptr<Communicator> make_communicator(CommBackend backend, const MpiCo
   if (backend == CommBackend::nccl)
     throw ConfigError("parallel.backend = nccl is not available in this build");
   return std::make_unique<MpiCommunicator>(comm);
+}
+
+}  // namespace trellis
+
+namespace trellis {
+
+void ShapeOnlyCommunicator::refuse() {
+  throw Error("a model built to be measured (ShapeOnlyCommunicator) cannot communicate");
 }
 
 }  // namespace trellis

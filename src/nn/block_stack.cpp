@@ -41,9 +41,9 @@ void BlockStack::add(Layer& block) {
   const std::size_t i = blocks_.size();
   blocks_.push_back(&block);
   if (recomputes() && i % static_cast<std::size_t>(spec_.every) == 0)
-    checkpoints_.push_back(
-        FloatView("trellis::nn::" + name_ + ".group" + std::to_string(i) + ".checkpoint",
-                  static_cast<std::size_t>(capacity_) * static_cast<std::size_t>(width_)));
+    checkpoints_.push_back(layer_buffer(
+        BufferRole::own, "trellis::nn::" + name_ + ".group" + std::to_string(i) + ".checkpoint",
+        static_cast<std::size_t>(capacity_) * static_cast<std::size_t>(width_)));
 }
 
 ConstMatrix BlockStack::keep(std::size_t i, ConstMatrix out, int n) {

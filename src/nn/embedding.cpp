@@ -1,5 +1,6 @@
 #include "trellis/nn/embedding.hpp"
 
+#include "trellis/nn/buffer_pool.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/embedding.hpp"
 #include "trellis/kernels/vector_ops.hpp"
@@ -23,8 +24,8 @@ Embedding::Embedding(ParameterStore& store, const std::string& name, int vocab, 
   weight_ = tp.active() ? store.add(name + ".weight", {vocab, dim}, init, false,
                                     ShardSpec::split(0, tp.size(), tp.rank()))
                         : store.add(name + ".weight", {vocab, dim}, init, false);
-  output_ = FloatView("trellis::nn::" + name + ".output",
-                      static_cast<std::size_t>(capacity) * static_cast<std::size_t>(dim));
+  output_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name + ".output",
+                         static_cast<std::size_t>(capacity) * static_cast<std::size_t>(dim));
 }
 
 void Embedding::forward(kernels::ConstLabels tokens, int n, const StepContext&) {

@@ -8,7 +8,7 @@
 
 namespace trellis::nn {
 
-Layer::Layer(std::string name, int in_features, int out_features, int capacity)
+Layer::Layer(std::string name, int in_features, int out_features, int capacity, OwnBuffers own)
     : name_(std::move(name)),
       in_features_(in_features),
       out_features_(out_features),
@@ -19,10 +19,12 @@ Layer::Layer(std::string name, int in_features, int out_features, int capacity)
                 std::to_string(capacity) + ") must be positive");
   }
   const auto cap = static_cast<std::size_t>(capacity);
-  output_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name_ + ".output",
-                         cap * static_cast<std::size_t>(out_features));
-  input_grad_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name_ + ".input_grad",
-                             cap * static_cast<std::size_t>(in_features));
+  if (own.output)
+    output_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name_ + ".output",
+                           cap * static_cast<std::size_t>(out_features));
+  if (own.input_grad)
+    input_grad_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name_ + ".input_grad",
+                               cap * static_cast<std::size_t>(in_features));
 }
 
 Layer::Layer(std::string name, int in_features, int out_features, int capacity, InferenceOnly)

@@ -1,5 +1,6 @@
 #include "trellis/nn/residual.hpp"
 
+#include "trellis/nn/buffer_pool.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/activation.hpp"
 #include "trellis/kernels/vector_ops.hpp"
@@ -63,8 +64,8 @@ BasicBlock::BasicBlock(ParameterStore& store, const std::string& name, int in_ch
                                                  capacity, 0.1f, 1e-5f, sync);
   }
   const auto size = static_cast<std::size_t>(capacity) * static_cast<std::size_t>(out_features());
-  sum_ = FloatView("trellis::nn::" + name + ".sum", size);
-  sum_grad_ = FloatView("trellis::nn::" + name + ".sum_grad", size);
+  sum_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name + ".sum", size);
+  sum_grad_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".sum_grad", size);
 }
 
 void BasicBlock::forward(ConstMatrix input, int n, const StepContext& ctx) {

@@ -1,5 +1,6 @@
 #include "trellis/nn/softmax_xent.hpp"
 
+#include "trellis/nn/buffer_pool.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/vocab_parallel_xent.hpp"
 
@@ -20,15 +21,17 @@ SoftmaxCrossEntropy::SoftmaxCrossEntropy(int classes, int capacity, int class_of
   TRELLIS_REQUIRE(tp.active() || (class_offset == 0 && total_classes == classes),
                   "a class slice needs a tensor-parallel group");
   if (tp.active()) {
-    row_max_ = FloatView("trellis::nn::xent.row_max", static_cast<std::size_t>(capacity));
-    row_stats_ = FloatView("trellis::nn::xent.row_stats", 3 * static_cast<std::size_t>(capacity));
+    row_max_ = layer_buffer(BufferRole::own, "trellis::nn::xent.row_max",
+                            static_cast<std::size_t>(capacity));
+    row_stats_ = layer_buffer(BufferRole::own, "trellis::nn::xent.row_stats",
+                              3 * static_cast<std::size_t>(capacity));
   }
   if (classes <= 0 || capacity <= 0) {
     throw Error("SoftmaxCrossEntropy: classes (" + std::to_string(classes) + ") and capacity (" +
                 std::to_string(capacity) + ") must be positive");
   }
-  dlogits_ = FloatView("trellis::nn::xent.dlogits",
-                       static_cast<std::size_t>(capacity) * static_cast<std::size_t>(classes));
+  dlogits_ = layer_buffer(BufferRole::own, "trellis::nn::xent.dlogits",
+                          static_cast<std::size_t>(capacity) * static_cast<std::size_t>(classes));
 }
 
 kernels::XentResult SoftmaxCrossEntropy::forward(ConstMatrix logits, kernels::ConstLabels labels,

@@ -31,7 +31,9 @@ void add_rows(ConstMatrix a, ConstMatrix b, Matrix out) {
 
 FeedForward::FeedForward(ParameterStore& store, const std::string& name, const BlockSpec& spec,
                          int capacity_rows, const TransformerInit& init, TensorParallel tp)
-    : Layer(name, checked_dropout_d(name, spec.d_model, spec.dropout), spec.d_model, capacity_rows),
+    : Layer(name, checked_dropout_d(name, spec.d_model, spec.dropout), spec.d_model, capacity_rows,
+            // Its input gradient is c_fc's, and without dropout its output c_proj's.
+            OwnBuffers{spec.dropout > 0.0f, false}),
       kind_(spec.mlp),
       // SwiGLU: [gate; up] in two sections, so each rank's gate and up columns pair up.
       c_fc_(store, name + ".c_fc", spec.d_model,

@@ -5,6 +5,7 @@
 //   saved    written by forward, read by backward (outputs, pre-activations, statistics)
 //   scratch  written and read within one backward call (input gradients, dz, dh), or within
 //            one forward call and nothing kept
+//   own      never shared (a checkpoint, the loss' buffers, pipeline transfers)
 // Outside any SharedBufferScope the request is an ordinary allocation of its own. While a
 // scope is alive (one per block, around its construction), the k-th request of a role is
 // served from slot k of that role's pool instead, so blocks built under the same pool use the
@@ -13,11 +14,17 @@
 // between neighbouring blocks (block i's input gradient is read while block i - 1 runs
 // backward), and a recomputed block reruns its forward just before its backward.
 //
-// Constant or persistent buffers (a zero bias, weight copies, running statistics) are never
-// asked for with a role: they stay each layer's own.
+// Constant or persistent buffers (a zero bias, weight copies, running statistics) are small
+// and allocated directly: never shared.
+//
+// While a BufferCensus is alive, layer_buffer() and the pools allocate nothing: they record
+// each buffer's label and size in the census' ledger and hand out empty views. A model built
+// so (never run) tells what it would allocate, category by category, without the memory:
+// the memory plan of a configuration (train/config/memory_plan.hpp) is made that way.
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
+#include "trellis/core/memory_ledger.hpp"
 #include "trellis/kernels/precision_cast.hpp"
 
 #include <cstddef>
@@ -27,7 +34,7 @@
 
 namespace trellis::nn {
 
-enum class BufferRole { saved, scratch };
+enum class BufferRole { saved, scratch, own };
 
 // Slots by request order. A slot grows when a later block asks for more (the earlier blocks
 // keep the smaller one, so differently shaped blocks still work, sharing less).
@@ -51,7 +58,8 @@ class BufferPool {
   FloatView& slot(std::size_t index, std::size_t floats);
 
   std::string label_;
-  std::vector<FloatView> slots_;
+  std::vector<FloatView> slots_;  // empty views for slots sized under a census
+  std::vector<std::size_t> sizes_;  // [slots] floats
   std::vector<FloatView> outgrown_;  // replaced slots that 16-bit windows may still point into
 };
 
@@ -71,7 +79,9 @@ class SharedBufferScope {
   bool shares(BufferRole role) const { return pool(role) != nullptr; }
 
  private:
-  BufferPool* pool(BufferRole role) const { return role == BufferRole::saved ? saved_ : scratch_; }
+  BufferPool* pool(BufferRole role) const {
+    return role == BufferRole::saved ? saved_ : role == BufferRole::scratch ? scratch_ : nullptr;
+  }
   std::size_t& next(BufferRole role) {
     return role == BufferRole::saved ? saved_next_ : scratch_next_;
   }
@@ -80,6 +90,21 @@ class SharedBufferScope {
   BufferPool* scratch_;
   std::size_t saved_next_ = 0, scratch_next_ = 0;
   SharedBufferScope* previous_;
+};
+
+// While alive, buffers are counted in `census` instead of allocated (above). Per thread.
+class BufferCensus {
+ public:
+  explicit BufferCensus(MemoryLedger& census);
+  ~BufferCensus();
+  BufferCensus(const BufferCensus&) = delete;
+  BufferCensus& operator=(const BufferCensus&) = delete;
+
+  // The census of this thread, or nullptr.
+  static MemoryLedger* active();
+
+ private:
+  MemoryLedger* previous_;
 };
 
 // A layer's buffer of `floats` values (zero-filled when its own; a shared one holds whatever

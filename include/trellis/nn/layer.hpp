@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace trellis::nn {
 
@@ -76,7 +77,14 @@ class Layer {
   void set_input_observer(InputObserver* observer) { observer_ = observer; }
 
  protected:
-  Layer(std::string name, int in_features, int out_features, int capacity);
+  // Which of its two buffers a layer allocates: a composite layer that takes a sub-layer's
+  // (share_output_of, share_input_grad_of) allocates none for it.
+  struct OwnBuffers {
+    bool output, input_grad;
+  };
+  Layer(std::string name, int in_features, int out_features, int capacity)
+      : Layer(std::move(name), in_features, out_features, capacity, OwnBuffers{true, true}) {}
+  Layer(std::string name, int in_features, int out_features, int capacity, OwnBuffers own);
   // An inference-only layer (int8/): it owns no input gradient (input_grad() is empty), and
   // its backward throws.
   struct InferenceOnly {};
@@ -89,7 +97,7 @@ class Layer {
 
   // A composite layer whose output (input gradient) is exactly a sub-layer's, unchanged, makes
   // the sub-layer's buffer its own instead of copying it on every call. Same shape required;
-  // call at construction.
+  // call at construction (with OwnBuffers saying so: nothing is allocated for it).
   void share_output_of(const Layer& inner);
   void share_input_grad_of(const Layer& inner);
 

@@ -230,6 +230,10 @@ const std::vector<ConfigEntry>& config_table() {
           "memory.recompute = full: blocks per recomputed group (a checkpoint every N blocks; "
           "about sqrt(n_layer) keeps the least)",
           integer, FIELD(memory.recompute_every), 1, 1 << 20),
+      KEY("memory.limit_gb", "0",
+          "refuse at start-up a layout whose memory plan needs more than this many GiB on a "
+          "rank (the plan's categories and the keys that would help are printed); 0 = no limit",
+          real, FIELD(memory.limit_gb), 0.0, 1e9),
       KEY("parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB", real,
           FIELD(parallel.bucket_mb), 0.001, 1e6),
       KEY("parallel.overlap", "true",

@@ -177,6 +177,7 @@ void Trainer::open_data() {
       config_.resolve_vocab(shape.classes);
     check_memory_estimate(config_, shape, grid_->size(Axis::dp), grid_->size(Axis::tp),
                           available_memory_bytes());
+    memory_plan_ = plan_run_memory(config_, shape, *grid_, log_);
   });
   run_agreed(all, log_, [&] {
     if (config_.data.test.empty()) return;
@@ -393,6 +394,7 @@ void Trainer::finish(const std::string& finish_reason, bool write_weights) {
   summary.loss_scale = model_->loss_scaler().scale();
   summary.last_eval = last_eval_;
   summary.memory = gather_memory_peaks(grid_->world().get());
+  summary.memory_plan = memory_plan_.bytes;
   run_agreed(grid_->world().get(), log_, [&] { metrics_->summary(summary); });
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -126,7 +127,10 @@ void JsonlSink::summary(const RunSummary& r) {
   s.add("memory_peak_bytes", r.memory.peak_total)
       .add("memory_peak_rank", r.memory.peak_rank)
       .add_object("memory_at_peak", memory_json(r.memory.at_peak))
-      .add_object("memory_peak", memory_json(r.memory.peak));
+      .add_object("memory_peak", memory_json(r.memory.peak))
+      .add("memory_plan_bytes", std::accumulate(r.memory_plan.begin(), r.memory_plan.end(),
+                                                std::int64_t{0}))
+      .add_object("memory_plan", memory_json(r.memory_plan));
   const std::string path = run_dir_ + "/summary.json";
   std::ofstream out(path);
   out << s.str() << "\n";

@@ -32,6 +32,7 @@
 #include "trellis/train/input/batch_buffers.hpp"
 #include "trellis/train/input/data_source.hpp"
 #include "trellis/train/loop/checkpoint_manager.hpp"
+#include "trellis/train/loop/memory_planning.hpp"
 #include "trellis/train/loop/pruner.hpp"
 #include "trellis/train/loop/step_runner.hpp"
 #include "trellis/train/loop/stop_policy.hpp"
@@ -108,6 +109,7 @@ class Trainer {
   std::unique_ptr<EarlyStopping> early_stopping_;
   std::unique_ptr<Watchdog> watchdog_;
   std::int64_t parameter_count_ = 0;
+  MemoryPlan memory_plan_;  // this layout's, from the start-up checks
   std::int64_t checkpointed_step_ = 0;  // the step of the newest checkpoint (or the start)
   std::optional<EvalResult> last_eval_;
 };

@@ -70,10 +70,11 @@ class TrainingModel {
   // How the dp gradients are exchanged, for the set-up log.
   std::string describe_exchange(const TrainConfig& config) const;
 
- private:
   // parallel.grad_exchange resolved: whether the dp group exchanges through node shared
   // memory. Collective over dp; ConfigError for shared_memory where it cannot apply.
   static bool use_shared_exchange(const ParallelConfig& parallel, const ProcessGrid& grid);
+
+ private:
 
   std::unique_ptr<NodeSharedWindow> shared_window_;  // before store_: holds its gradients
   int grad_exchange_dp_ = 1;

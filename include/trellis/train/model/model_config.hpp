@@ -54,6 +54,7 @@ struct KernelsConfig {
 struct MemoryConfig {
   std::string recompute = "none";  // activation recomputation: none | full (nn/block_stack.hpp)
   int recompute_every = 1;         // blocks per recomputed group
+  double limit_gb = 0;             // per rank; 0: no limit (train/config/memory_plan.hpp)
 };
 
 }  // namespace trellis

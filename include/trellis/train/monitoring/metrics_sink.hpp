@@ -99,6 +99,7 @@ struct RunSummary {
   std::optional<EvalResult> last_eval;
   std::string weights_path;
   MemoryPeaks memory;  // over the ranks
+  MemoryBytes memory_plan{};  // the plan's bytes of the rank that needs the most (memory_plan.hpp)
 };
 
 class MetricsSink {
