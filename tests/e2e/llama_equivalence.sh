@@ -48,11 +48,14 @@ trellis_run 1 generate --weights "$WORK/tp2pp2/model.h5" --prompt "The " --token
 [[ $(wc -c < "$WORK/gen.txt") -ge 20 ]] || fail "generate printed too little: $(cat "$WORK/gen.txt")"
 # inputs/llama3_8b.ini is Llama 3.1 8B's shape: 8.03 B parameters and 5.79e10 training FLOPs
 # per token (6 x the 7.5 B matmul parameters + 12 L d T for the attention), printed without
-# data or allocation; with tp8 each rank holds an eighth of the state.
+# data or allocation; the memory plan by category: fp32 parameters and gradients of 8.03 B
+# (padded), Adam's two moments; with tp8 each rank holds an eighth of them.
 trellis_run 1 info --config "$TRELLIS_SRC/inputs/llama3_8b.ini" > "$WORK/info1.log"
 grep -q "model: llama, 8.03 B parameters, 4.74e+14 training FLOPs per sequence (5.79e+10 per token" "$WORK/info1.log" \
   || fail "llama3_8b.ini: $(grep model: "$WORK/info1.log")"
-grep -q "150 GiB parameters, gradients and optimizer state" "$WORK/info1.log" || fail "$(tail -1 "$WORK/info1.log")"
+grep -q "parameters      29.9 GiB" "$WORK/info1.log" && grep -q "optimizer_state 59.8 GiB" "$WORK/info1.log" \
+  || fail "$(tail -10 "$WORK/info1.log")"
 trellis_run 8 info --config "$TRELLIS_SRC/inputs/llama3_8b.ini" --parallel.tp=8 > "$WORK/info8.log"
-grep -q "18.7 GiB parameters, gradients and optimizer state" "$WORK/info8.log" || fail "tp8: $(tail -1 "$WORK/info8.log")"
+grep -q "parameters      3.74 GiB" "$WORK/info8.log" && grep -q "optimizer_state 7.48 GiB" "$WORK/info8.log" \
+  || fail "tp8: $(tail -10 "$WORK/info8.log")"
 echo "llama equivalence: ok"

@@ -12,7 +12,14 @@
 #  - the decay and norm masks take a byte per element each (about half the parameters' bytes
 #    together, where float masks took twice them);
 #  - every interval of metrics.jsonl: current <= peak, all ten categories; summary's
-#    categories at the peak sum to the peak.
+#    categories at the peak sum to the peak;
+#  - the memory plan made before anything is allocated (config/memory_plan.hpp, summary's
+#    memory_plan): the state (parameters, gradients, optimizer state) exactly as measured on
+#    every one-stage layout, activations, recompute buffers, workspace and the total within
+#    10% (pp 2: the largest stage's total against the largest rank's); with full
+#    recomputation too; memory.limit_gb below the plan refuses the run at start-up (exit 2)
+#    naming the categories and memory.recompute, and the same limit lets the recomputing
+#    layout train.
 source "$(dirname "$0")/common.sh"
 py=$TRELLIS_PYTHON
 "$py" "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" --out-dir "$WORK/tokens" \
@@ -37,6 +44,15 @@ if $SHARED_MEMORY_EXCHANGE; then
 fi
 run bf16 1 --precision.mode=bf16
 run pp2 2 --parallel.pp=2
+run recompute 1 --memory.recompute=full
+# A limit between the two plans: refused without recomputation, trained with it.
+limit=$("$py" -c 'import json, sys; n = json.load(open(sys.argv[1]))["memory_plan_bytes"]; r = json.load(open(sys.argv[2]))["memory_plan_bytes"]; print((n + r) / 2 / 2**30)' \
+  "$WORK/adamw/summary.json" "$WORK/recompute/summary.json")
+trellis_run 1 "${gpt[@]}" --run.dir="$WORK/refused" --memory.limit_gb="$limit" > "$WORK/refused.log" 2>&1 \
+  && fail "memory.limit_gb = $limit did not refuse the run"
+grep -q "memory.limit_gb = .* by the memory plan (.*activations.*would help: memory.recompute = full" \
+  "$WORK/refused.log" || fail "no refusal naming the plan and memory.recompute: $(tail -3 "$WORK/refused.log")"
+run fits 1 --memory.recompute=full --memory.limit_gb="$limit"
 
 "$py" - "$WORK" "$SHARED_MEMORY_EXCHANGE" <<'PY'
 import json, sys
@@ -55,6 +71,15 @@ def summary(name):
             continue
         assert list(r["memory_peak"]) == categories, r
         assert 0 < r["memory_bytes"] <= r["memory_peak_bytes"], r
+    plan, peak = s["memory_plan"], s["memory_peak"]
+    assert list(plan) == categories, (name, plan)
+    near = lambda a, b: abs(a - b) <= 0.1 * max(a, b)
+    assert near(s["memory_plan_bytes"], s["memory_peak_bytes"]), (name, plan, peak)
+    if name != "pp2":
+        for key in ("parameters", "gradients", "optimizer_state"):
+            assert plan[key] == peak[key], (name, key, plan[key], peak[key])
+        for key in ("activations", "recompute", "workspace"):
+            assert near(plan[key], peak[key]), (name, key, plan[key], peak[key])
     return s["memory_peak"], s
 
 adamw, s = summary("adamw")
@@ -81,6 +106,9 @@ if shared:
     assert zs["optimizer_state"] == params, zs
 bf16, _ = summary("bf16")
 assert bf16["half_copies"] > 0 and bf16["parameters"] == params, bf16
+rec, _ = summary("recompute")
+assert rec["recompute"] > 0 and rec["activations"] < adamw["activations"], (rec, adamw)
+summary("fits")
 pp2, s2 = summary("pp2")
 assert 0 < pp2["parameters"] < params, (pp2, params)
 assert s2["memory_peak_rank"] in (0, 1), s2

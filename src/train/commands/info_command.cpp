@@ -1,11 +1,14 @@
 // `trellis info` (command.hpp): the build summary, the process grid a configuration gives,
 // where every rank runs (host, node-local rank, device), and, for a language model whose
-// vocabulary the configuration gives, its size, FLOPs and memory per rank on that grid (no data
-// read, nothing allocated: an 8B model's numbers print on a laptop).
+// vocabulary the configuration gives, its size, FLOPs and memory plan per rank on that grid,
+// category by category (config/memory_plan.hpp: no data read, no large buffer allocated: an 8B
+// model's numbers print on a laptop).
 #include "trellis/comm/grid_layout.hpp"
 #include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/code_path.hpp"
+#include "trellis/core/format.hpp"
 #include "trellis/train/commands/command.hpp"
-#include "trellis/train/config/memory_estimate.hpp"
+#include "trellis/train/config/memory_plan.hpp"
 #include "trellis/train/model/model_registry.hpp"
 #include "trellis/train/monitoring/build_info.hpp"
 
@@ -24,7 +27,8 @@ std::string printf_text(const char* format, long double a, long double b = 0, lo
 }
 
 // The model section's numbers when they need no data: a token model with model.vocab set.
-std::string model_summary(TrainConfig config, int dp, int tp) {
+std::string model_summary(TrainConfig config, const PlannedGrid& grid) {
+  const int dp = grid.dp;
   const ModelRegistration& r = model_registration(config.model.type);
   if (r.data != DataKind::tokens || config.model.vocab <= 0) return "";
   DataShape data;
@@ -33,8 +37,6 @@ std::string model_summary(TrainConfig config, int dp, int tp) {
   r.validate(config.model);
   config.resolve_batch(dp);
   const ModelSizes sizes = r.sizes(config.model, data, config.model.vocab);
-  const MemoryEstimate m = estimate_memory(config, data, dp, tp);
-  constexpr long double kGiB = 1024.0L * 1024.0L * 1024.0L;
   std::string text = std::string("  model: ") + r.name + ", " +
                      printf_text("%.4Lg B parameters", sizes.params / 1e9L);
   if (sizes.flops_per_sample > 0)
@@ -42,11 +44,16 @@ std::string model_summary(TrainConfig config, int dp, int tp) {
         printf_text(", %.3Lg training FLOPs per sequence (%.3Lg per token, %.3Lg per step)",
                     sizes.flops_per_sample, sizes.flops_per_sample / data.seq_len,
                     sizes.flops_per_sample * static_cast<long double>(config.train.global_batch));
-  text += "\n  memory per rank (estimate, fp32 master weights): " +
-          printf_text("%.3Lg GiB parameters, gradients and optimizer state", m.state_bytes / kGiB) +
-          printf_text(" + %.3Lg GiB activations of a micro-batch of %.0Lf",
-                      m.activation_bytes / kGiB, static_cast<long double>(config.micro_batch())) +
-          printf_text(" = %.3Lg GiB\n", m.total() / kGiB);
+  const MemoryPlan plan = plan_memory(config, data, grid);
+  text += "\n  memory plan per rank" +
+          (grid.pp > 1 ? " (pipeline stage " + std::to_string(plan.stage) + ", the largest)"
+                       : std::string()) +
+          ", micro-batch of " + std::to_string(config.micro_batch()) + ": " +
+          format_bytes(static_cast<double>(plan.total())) + "\n";
+  for (int c = 0; c < kMemoryCategories; ++c)
+    if (plan.bytes[c] > 0)
+      text += "    " + format_text("%-16s", memory_category_name(static_cast<MemoryCategory>(c))) +
+              format_bytes(static_cast<double>(plan.bytes[c])) + "\n";
   return text;
 }
 
@@ -77,8 +84,16 @@ int run_info_command(const CommandContext& context, const CommandArgs& args) {
           " node(s); grid " + layout.describe() + "\n";
   for (int r = 0; r < size && rank == 0; ++r)
     text += std::string(&lines[static_cast<std::size_t>(r) * kLine]) + "\n";
-  text +=
-      model_summary(config, size / (config.parallel.tp * config.parallel.pp), config.parallel.tp);
+  PlannedGrid grid;
+  grid.dp = size / (config.parallel.tp * config.parallel.pp);
+  grid.tp = config.parallel.tp;
+  grid.pp = config.parallel.pp;
+  // As training resolves parallel.grad_exchange on one node of a host build (training_model).
+  grid.shared_exchange = grid.dp > 1 && kHostKernels && node.node_count == 1 &&
+                         config.parallel.grad_exchange != "communicator" &&
+                         config.parallel.grad_dtype == Precision::fp32 &&
+                         config.parallel.powersgd_rank == 0;
+  text += model_summary(config, grid);
   if (!text.empty() && text.back() == '\n') text.pop_back();
   context.log.info(text);
   return 0;

@@ -44,9 +44,8 @@ std::size_t census_of_stage(const TrainConfig& config, const DataShape& data,
   MemorySnapshot built;
   nn::ParameterStore store;
   std::string notice;
-  store.set_autocast(
-      nn::resolve_autocast(config.precision.mode, config.precision.kernels, notice),
-      config.precision.stochastic_rounding);
+  store.set_autocast(nn::resolve_autocast(config.precision.mode, config.precision.kernels, notice),
+                     config.precision.stochastic_rounding);
   ShapeOnlyCommunicator tp_group(0, grid.tp), pp_group(stage, grid.pp);
   const nn::TensorParallel tp{grid.tp > 1 ? &tp_group : nullptr};
   nn::StageRange range;
@@ -58,8 +57,8 @@ std::size_t census_of_stage(const TrainConfig& config, const DataShape& data,
   }
   const PipelineSchedule schedule =
       grid.pp > 1 ? config.parallel.schedule : PipelineSchedule::one_f_one_b;
-  const int slots = in_flight(schedule, grid.pp, stage,
-                              static_cast<int>(config.accumulation_steps(grid.dp)));
+  const int slots =
+      in_flight(schedule, grid.pp, stage, static_cast<int>(config.accumulation_steps(grid.dp)));
   const nn::RecomputeSpec recompute = recompute_spec(config.memory);
   {
     const nn::BufferCensus counting(census);
@@ -79,7 +78,8 @@ std::size_t census_of_stage(const TrainConfig& config, const DataShape& data,
   }
   const MemorySnapshot counted = census.snapshot();
   for (int c = 0; c < kMemoryCategories; ++c)
-    plan.bytes[c] += counted.current[c] + std::max<std::int64_t>(0, built.current[c] - before.current[c]);
+    plan.bytes[c] +=
+        counted.current[c] + std::max<std::int64_t>(0, built.current[c] - before.current[c]);
   return store.buffer_size();
 }
 
@@ -158,16 +158,13 @@ void check_memory_limit(const TrainConfig& config, const MemoryPlan& plan,
                    "; activations grow with it)");
   help.push_back("parallel.tp or parallel.pp > 1 (now tp " + std::to_string(grid.tp) + ", pp " +
                  std::to_string(grid.pp) + ": the model split over more ranks)");
-  if (config.precision.mode == Precision::fp32 && state < saved)
-    help.push_back("precision.mode = bf16 (16-bit operands)");
   std::string keys;
   for (std::size_t i = 0; i < help.size(); ++i) keys += (i == 0 ? "" : "; ") + help[i];
-  throw ConfigError("config key memory.limit_gb = " + format_text("%g", config.memory.limit_gb) +
-                    ": a rank" + (grid.pp > 1 ? " of pipeline stage " + std::to_string(plan.stage)
-                                              : std::string()) +
-                    " needs " + format_bytes(static_cast<double>(plan.total())) +
-                    " by the memory plan (" + describe_memory_plan(plan) +
-                    "), more than the limit; would help: " + keys);
+  throw ConfigError(
+      "config key memory.limit_gb = " + format_text("%g", config.memory.limit_gb) + ": a rank" +
+      (grid.pp > 1 ? " of pipeline stage " + std::to_string(plan.stage) : std::string()) +
+      " needs " + format_bytes(static_cast<double>(plan.total())) + " by the memory plan (" +
+      describe_memory_plan(plan) + "), more than the limit; would help: " + keys);
 }
 
 }  // namespace trellis

@@ -14,8 +14,8 @@ MemoryPlan plan_run_memory(const TrainConfig& config, const DataShape& shape,
   planned.shared_exchange = TrainingModel::use_shared_exchange(config.parallel, grid);
   const MemoryPlan plan = plan_memory(config, shape, planned);
   log.info("memory plan: " + format_bytes(static_cast<double>(plan.total())) + " per rank" +
-             (planned.pp > 1 ? " (pipeline stage " + std::to_string(plan.stage) + ")" : "") +
-             ": " + describe_memory_plan(plan));
+           (planned.pp > 1 ? " (pipeline stage " + std::to_string(plan.stage) + ")" : "") + ": " +
+           describe_memory_plan(plan));
   check_memory_limit(config, plan, planned);
   return plan;
 }

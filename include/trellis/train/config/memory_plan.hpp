@@ -49,7 +49,7 @@ std::string describe_memory_plan(const MemoryPlan& plan);
 
 // memory.limit_gb > 0 and the plan above it: ConfigError with the plan's categories and the
 // keys that would shrink the largest ones (memory.recompute, parallel.zero, parallel.tp/pp,
-// train.micro_batch, precision.mode).
+// train.micro_batch).
 void check_memory_limit(const TrainConfig& config, const MemoryPlan& plan, const PlannedGrid& grid);
 
 }  // namespace trellis
