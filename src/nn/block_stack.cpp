@@ -8,11 +8,22 @@ namespace trellis::nn {
 
 Recompute parse_recompute(const std::string& name) {
   if (name == "none") return Recompute::none;
+  if (name == "selective") return Recompute::selective;
   if (name == "full") return Recompute::full;
-  throw ConfigError("memory.recompute: expected none or full, got \"" + name + "\"");
+  throw ConfigError("memory.recompute: expected none, selective or full, got \"" + name + "\"");
 }
 
-const char* recompute_name(Recompute mode) { return mode == Recompute::full ? "full" : "none"; }
+const char* recompute_name(Recompute mode) {
+  switch (mode) {
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
+    case Recompute::none:
+      break;
+  }
+  return "none";
+}
 
 BlockStack::BlockStack(const std::string& name, RecomputeSpec spec, int width, int capacity_rows)
     : name_(name), spec_(spec), width_(width), capacity_(capacity_rows) {
@@ -26,12 +37,14 @@ BlockStack::BlockStack(const std::string& name, RecomputeSpec spec, int width, i
     for (int pos = 0; pos < spec_.every; ++pos)
       saved_.push_back(std::make_unique<BufferPool>("trellis::recompute::" + name + "." +
                                                     std::to_string(pos) + "."));
+  if (spec_.mode == Recompute::selective)
+    cheap_ = std::make_unique<BufferPool>("trellis::recompute::" + name + ".cheap.");
 }
 
 SharedBufferScope BlockStack::building(std::size_t i) {
   BufferPool* saved =
       recomputes() ? saved_[i % static_cast<std::size_t>(spec_.every)].get() : nullptr;
-  return SharedBufferScope(saved, scratch_[i % 2].get());
+  return SharedBufferScope(saved, scratch_[i % 2].get(), cheap_.get());
 }
 
 void BlockStack::add(Layer& block) {

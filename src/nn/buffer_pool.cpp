@@ -58,9 +58,28 @@ std::int64_t BufferPool::bytes() const {
   return total;
 }
 
-SharedBufferScope::SharedBufferScope(BufferPool* saved, BufferPool* scratch)
-    : saved_(saved), scratch_(scratch), previous_(current_scope) {
+SharedBufferScope::SharedBufferScope(BufferPool* saved, BufferPool* scratch, BufferPool* cheap)
+    : saved_(saved), scratch_(scratch), cheap_(cheap), previous_(current_scope) {
   current_scope = this;
+}
+
+BufferPool* SharedBufferScope::pool(BufferRole role) const {
+  switch (role) {
+    case BufferRole::saved:
+      return saved_;
+    case BufferRole::scratch:
+      return scratch_;
+    case BufferRole::cheap:
+      return cheap_ != nullptr ? cheap_ : saved_;
+    case BufferRole::own:
+      break;
+  }
+  return nullptr;
+}
+
+std::size_t& SharedBufferScope::next(BufferRole role) {
+  if (role == BufferRole::cheap && cheap_ != nullptr) return cheap_next_;
+  return role == BufferRole::scratch ? scratch_next_ : saved_next_;
 }
 
 SharedBufferScope::~SharedBufferScope() { current_scope = previous_; }

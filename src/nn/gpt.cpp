@@ -255,6 +255,7 @@ BlockSpec gpt_block_spec(const GptSpec& spec, const RotaryTables* rope) {
   b.norm_eps = spec.norm_eps;
   b.bias = spec.bias;
   b.rope = rope;
+  b.recompute_cheap = spec.recompute.mode == Recompute::selective;
   return b;
 }
 

@@ -20,7 +20,7 @@ Layer::Layer(std::string name, int in_features, int out_features, int capacity, 
   }
   const auto cap = static_cast<std::size_t>(capacity);
   if (own.output)
-    output_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name_ + ".output",
+    output_ = layer_buffer(own.output_role, "trellis::nn::" + name_ + ".output",
                            cap * static_cast<std::size_t>(out_features));
   if (own.input_grad)
     input_grad_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name_ + ".input_grad",

@@ -20,7 +20,11 @@ const char* norm_kind_name(NormKind kind) {
 
 LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int d, int capacity_rows,
                      float eps, NormKind kind)
-    : Layer(name, d, d, capacity_rows), store_(&store), kind_(kind), eps_(eps) {
+    // The output is recomputable from the kept input and statistics (selective recomputation).
+    : Layer(name, d, d, capacity_rows, OwnBuffers{true, true, BufferRole::cheap}),
+      store_(&store),
+      kind_(kind),
+      eps_(eps) {
   if (!(eps > 0.0f)) {
     throw Error("layernorm \"" + name + "\": eps must be positive, got " + std::to_string(eps));
   }

@@ -3,6 +3,7 @@
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/bias.hpp"
 #include "trellis/kernels/gemm.hpp"
+#include "trellis/kernels/vector_ops.hpp"
 
 #include <cmath>
 
@@ -49,9 +50,10 @@ int local_extent(const std::string& name, const char* what, int extent, Split sp
 
 Linear::Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
                int capacity, const InitSpec& weight_init, const std::optional<InitSpec>& bias_init,
-               Split split, TensorParallel tp, int sections)
+               Split split, TensorParallel tp, int sections, BufferRole output_role)
     : Layer(name, local_extent(name, "in_features", in_features, split, Split::row, tp),
-            local_extent(name, "out_features", out_features, split, Split::column, tp), capacity),
+            local_extent(name, "out_features", out_features, split, Split::column, tp), capacity,
+            OwnBuffers{true, true, output_role}),
       store_(&store),
       split_(tp.active() ? split : Split::none),
       tp_(tp) {
@@ -133,6 +135,25 @@ void Linear::backward(ConstMatrix output_grad, int n) {
   // Column-parallel: every rank's output slice depends on the whole input.
   if (split_ == Split::column) tp_.comm->all_reduce(dx.data(), dx.size(), ReduceOp::sum);
   round_in_place(store_->autocast(), dx);
+}
+
+void Linear::allow_recompute_activation() {
+  TRELLIS_REQUIRE(kernels::keeps_pre_activation(activation_),
+                  "linear \"" + name() + "\": only a fused GELU is recomputed");
+  minus_zero_ =
+      FloatView("trellis::nn::" + name() + ".minus_zero", static_cast<std::size_t>(out_features()));
+  kernels::fill(minus_zero_, -0.0f);
+}
+
+void Linear::recompute_activation(int n) {
+  TRELLIS_REQUIRE(minus_zero_.size() > 0 && n <= capacity(), "linear \"" + name() +
+                                                                 "\": recompute_activation without "
+                                                                 "allow_recompute_activation()");
+  // The epilogue again on z, which already holds its bias: adding -0.0 leaves every z as it is.
+  const Matrix y = output_rows(n);
+  kernels::bias_activation_forward(as_matrix(pre_activation_, n, out_features()), minus_zero_,
+                                   activation_, y);
+  round_in_place(store_->autocast(), y);
 }
 
 kernels::ConstVector Linear::bias_vector() const {

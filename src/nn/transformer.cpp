@@ -33,23 +33,28 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, const B
                          int capacity_rows, const TransformerInit& init, TensorParallel tp)
     : Layer(name, checked_dropout_d(name, spec.d_model, spec.dropout), spec.d_model, capacity_rows,
             // Its input gradient is c_fc's, and without dropout its output c_proj's.
-            OwnBuffers{spec.dropout > 0.0f, false}),
+            OwnBuffers{spec.dropout > 0.0f, false, BufferRole::saved}),
       kind_(spec.mlp),
       // SwiGLU: [gate; up] in two sections, so each rank's gate and up columns pair up.
       c_fc_(store, name + ".c_fc", spec.d_model,
             (spec.mlp == MlpKind::swiglu ? 2 : 1) * spec.ff_width(), capacity_rows,
             InitSpec::normal(init.std), spec.linear_bias_init(), Split::column, tp,
-            spec.mlp == MlpKind::swiglu ? 2 : 1),
+            spec.mlp == MlpKind::swiglu ? 2 : 1,
+            // GELU's output is recomputable from its kept pre-activation; SwiGLU's gate and up
+            // are what its backward reads.
+            spec.mlp == MlpKind::swiglu ? BufferRole::saved : BufferRole::cheap),
       c_proj_(store, name + ".c_proj", spec.ff_width(), spec.d_model, capacity_rows,
               InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp),
       p_(spec.dropout),
-      stream_(stream_from_name(name + ".dropout")) {
+      stream_(stream_from_name(name + ".dropout")),
+      recompute_cheap_(spec.recompute_cheap) {
   const auto cap = static_cast<std::size_t>(capacity_rows);
   if (kind_ != MlpKind::swiglu) {  // c_fc + GELU in one layer
     c_fc_.fuse_activation(kind_ == MlpKind::gelu ? kernels::Activation::gelu
                                                  : kernels::Activation::gelu_tanh);
+    if (recompute_cheap_) c_fc_.allow_recompute_activation();
   } else {
-    swiglu_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name + ".swiglu",
+    swiglu_ = layer_buffer(BufferRole::cheap, "trellis::nn::" + name + ".swiglu",
                            cap * static_cast<std::size_t>(c_proj_.in_features()));
     dgate_up_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".dgate_up",
                              cap * static_cast<std::size_t>(c_fc_.out_features()));
@@ -87,8 +92,17 @@ void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
   }
 }
 
+void FeedForward::recompute_cheap(int n) {
+  if (kind_ == MlpKind::swiglu)
+    kernels::swiglu_forward(kernels::first_rows(c_fc_.output(), n),
+                            as_matrix(swiglu_, n, c_proj_.in_features()));
+  else
+    c_fc_.recompute_activation(n);
+}
+
 void FeedForward::backward(ConstMatrix output_grad, int n) {
   const ConstMatrix dy = begin_backward(output_grad, n);
+  if (recompute_cheap_) recompute_cheap(n);  // c_proj's input, shared with the other blocks
   ConstMatrix dz = dy;
   if (dropout_active_) {
     const Matrix dzm = as_matrix(dz_, n, out_features());
@@ -116,7 +130,8 @@ Block::Block(ParameterStore& store, const std::string& name, const BlockSpec& sp
       ln_1_(store, name + ".ln_1", spec.d_model, capacity_rows, spec.norm_eps, spec.norm),
       attn_(store, name + ".attn", spec, capacity_rows, init, tp),
       ln_2_(store, name + ".ln_2", spec.d_model, capacity_rows, spec.norm_eps, spec.norm),
-      mlp_(store, name + ".mlp", spec, capacity_rows, init, tp) {
+      mlp_(store, name + ".mlp", spec, capacity_rows, init, tp),
+      recompute_cheap_(spec.recompute_cheap) {
   const auto size =
       static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(spec.d_model);
   h_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name + ".h", size);
@@ -152,10 +167,15 @@ void Block::forward_cached(ConstMatrix x, int rows, int first_position, KvCache&
 void Block::backward(ConstMatrix output_grad, int n) {
   const ConstMatrix dy = begin_backward(output_grad, n);
   const int d = in_features();
+  const StepContext any;  // the norms read no context
+  // Selective recomputation: the norms' outputs (shared with the other blocks) again, from
+  // their kept inputs, before the layers whose backward reads them.
+  if (recompute_cheap_) ln_2_.forward(as_matrix(h_, n, d), n, any);
   mlp_.backward(dy, n);
   ln_2_.backward(mlp_.input_grad(), n);
   const Matrix dh = as_matrix(dh_, n, d);
   add_rows(dy, kernels::first_rows(ln_2_.input_grad(), n), dh);
+  if (recompute_cheap_) ln_1_.forward(saved_input(), n, any);
   attn_.backward(dh, n);
   ln_1_.backward(attn_.input_grad(), n);
   add_rows(dh, kernels::first_rows(ln_1_.input_grad(), n), input_grad_rows(n));

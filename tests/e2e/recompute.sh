@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Activation recomputation (memory.recompute = full, nn/block_stack.hpp): the same losses at
-# every step and the same final parameters, bit for bit, as without recomputation, with
-# dropout on, for the GPT and the Llama block, groups of 1 and 2 blocks, on 1 rank, dp 2 with
-# ZeRO-1, tp 2, pp 2 (1F1B, 4 micro-batches) and bf16; and the memory it saves: the peak of
+# Activation recomputation (memory.recompute = selective | full, nn/block_stack.hpp): the same
+# losses at every step and the same final parameters, bit for bit, as without recomputation,
+# with dropout on, for the GPT and the Llama block, groups of 1 and 2 blocks, on 1 rank, dp 2
+# with ZeRO-1, tp 2, pp 2 (1F1B, 4 micro-batches) and bf16; and the memory it saves: the peak of
 # saved activations falls, the shared recompute buffers appear, backward scratch is unchanged.
 source "$(dirname "$0")/common.sh"
 py=$TRELLIS_PYTHON
@@ -42,28 +42,36 @@ for i in "${!layouts[@]}"; do
   run "gpt$i-none" "$np" "${gpt[@]}" $extra
   # shellcheck disable=SC2086
   run "gpt$i-full" "$np" "${gpt[@]}" $extra --memory.recompute=full
-  same "gpt$i-none" "gpt$i-full"
+  # shellcheck disable=SC2086
+  run "gpt$i-selective" "$np" "${gpt[@]}" $extra --memory.recompute=selective
+  same "gpt$i-none" "gpt$i-full" "gpt$i-selective"
 done
 run gpt0-every2 1 "${gpt[@]}" --memory.recompute=full --memory.recompute_every=2
 same gpt0-none gpt0-every2
 run llama-none 2 "${llama[@]}" --parallel.tp=2
 run llama-full 2 "${llama[@]}" --parallel.tp=2 --memory.recompute=full
-same llama-none llama-full
+run llama-selective 2 "${llama[@]}" --parallel.tp=2 --memory.recompute=selective
+same llama-none llama-full llama-selective
 
 "$py" - "$WORK" <<'PY'
 import json, sys
 w = sys.argv[1]
 peak = lambda name: json.load(open(f"{w}/{name}/summary.json"))["memory_peak"]
 none, full, every2 = peak("gpt0-none"), peak("gpt0-full"), peak("gpt0-every2")
+sel = peak("gpt0-selective")
 mib = lambda b: f"{b / 2**20:.2f} MiB"
 # Four blocks' saved activations shrink to four checkpoints plus one block's shared buffers.
 assert none["recompute"] == 0 and full["recompute"] > 0, (none, full)
 assert full["activations"] + full["recompute"] < 0.7 * none["activations"], (none, full)
 assert every2["recompute"] == 2 * full["recompute"], (full, every2)
 assert full["workspace"] == none["workspace"], (none, full)
+# Selective: the norms' and the GELU's outputs (6 of the block's 17 d-wide saved rows).
+assert sel["recompute"] > 0 and sel["activations"] + sel["recompute"] < 0.9 * none["activations"], sel
+assert sel["workspace"] == none["workspace"], (none, sel)
 print(f"recompute: activations {mib(none['activations'])} -> {mib(full['activations'])} "
       f"+ recompute {mib(full['recompute'])} (every 2: {mib(every2['activations'])} + "
-      f"{mib(every2['recompute'])})")
+      f"{mib(every2['recompute'])}; selective {mib(sel['activations'])} + "
+      f"{mib(sel['recompute'])})")
 PY
 # A model without recomputation refuses it by name.
 expect_exit 2 "$WORK/mlp.log" trellis_run 1 train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" \

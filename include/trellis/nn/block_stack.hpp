@@ -16,9 +16,20 @@
 // activations bit for bit and the gradients equal a run without recomputation exactly. A group
 // costs one more forward in backward (a training step of ~4 forwards' work instead of 3).
 //
-// Memory per stack, rows = capacity rows, A = one block's saved bytes per row:
-//   none   n_block * A * rows                       + 2 scratch blocks
-//   full   (n_block / every) * width * 4 * rows     + every * A * rows + 2 scratch blocks
+// Selective recomputation (RecomputeSpec::selective, llm.c's recompute and Megatron's
+// recompute_modules for the cheap parts): what is cheap to recompute and large to keep, the
+// norms' outputs (ln_1, ln_2: one pass over [rows, d] from the kept input and statistics) and
+// the MLP activation's output (GELU from its kept pre-activation, SwiGLU from the kept gate
+// and up: [rows, d_ff]), comes from one pool shared by all blocks (role `cheap`,
+// nn/buffer_pool.hpp); each block recomputes it in its backward just before the layer that
+// reads it. The attention is not recomputed: with flash attention nothing of size T x T is
+// kept, and its outputs cost GEMMs. Bitwise equal gradients as with full recomputation.
+//
+// Memory per stack, rows = capacity rows, A = one block's saved bytes per row, C = its cheap
+// part (2 d + d_ff floats):
+//   none       n_block * A * rows                     + 2 scratch blocks
+//   selective  n_block * (A - C) * rows + C * rows    + 2 scratch blocks
+//   full       (n_block / every) * width * 4 * rows   + every * A * rows + 2 scratch blocks
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
@@ -33,14 +44,14 @@
 
 namespace trellis::nn {
 
-enum class Recompute { none, full };
+enum class Recompute { none, selective, full };
 
 struct RecomputeSpec {
   Recompute mode = Recompute::none;
   int every = 1;  // blocks per recomputed group (full)
 };
 
-// "none" | "full"; ConfigError naming memory.recompute otherwise.
+// "none" | "selective" | "full"; ConfigError naming memory.recompute otherwise.
 Recompute parse_recompute(const std::string& name);
 const char* recompute_name(Recompute mode);
 
@@ -81,7 +92,8 @@ class BlockStack {
   RecomputeSpec spec_;
   int width_, capacity_;
   std::unique_ptr<BufferPool> scratch_[2];
-  std::vector<std::unique_ptr<BufferPool>> saved_;  // [every] with recomputation
+  std::vector<std::unique_ptr<BufferPool>> saved_;  // [every] with full recomputation
+  std::unique_ptr<BufferPool> cheap_;               // selective recomputation
   std::vector<Layer*> blocks_;
   std::vector<FloatView> checkpoints_;  // [groups][capacity * width]: each group's output
   ConstMatrix input_;                   // the last forward's input rows

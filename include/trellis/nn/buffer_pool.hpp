@@ -5,6 +5,9 @@
 //   saved    written by forward, read by backward (outputs, pre-activations, statistics)
 //   scratch  written and read within one backward call (input gradients, dz, dh), or within
 //            one forward call and nothing kept
+//   cheap    saved, but cheap to recompute from other saved buffers (a norm's output, the
+//            GELU/SwiGLU output): shared by all blocks under selective recomputation, where
+//            the block recomputes it just before its backward reads it; else as `saved`
 //   own      never shared (a checkpoint, the loss' buffers, pipeline transfers)
 // Outside any SharedBufferScope the request is an ordinary allocation of its own. While a
 // scope is alive (one per block, around its construction), the k-th request of a role is
@@ -34,7 +37,7 @@
 
 namespace trellis::nn {
 
-enum class BufferRole { saved, scratch, own };
+enum class BufferRole { saved, scratch, cheap, own };
 
 // Slots by request order. A slot grows when a later block asks for more (the earlier blocks
 // keep the smaller one, so differently shaped blocks still work, sharing less).
@@ -58,18 +61,18 @@ class BufferPool {
   FloatView& slot(std::size_t index, std::size_t floats);
 
   std::string label_;
-  std::vector<FloatView> slots_;  // empty views for slots sized under a census
-  std::vector<std::size_t> sizes_;  // [slots] floats
+  std::vector<FloatView> slots_;     // empty views for slots sized under a census
+  std::vector<std::size_t> sizes_;   // [slots] floats
   std::vector<FloatView> outgrown_;  // replaced slots that 16-bit windows may still point into
 };
 
-// While alive, layer_buffer() serves `saved` requests from `saved` and `scratch` requests from
-// `scratch` (either may be null: ordinary allocations for that role). Scopes nest; the
-// previous one is restored at destruction. Construction of a model is single-threaded, and
-// the scope is per thread.
+// While alive, layer_buffer() serves `saved` requests from `saved`, `scratch` ones from
+// `scratch` and `cheap` ones from `cheap`, else from `saved` (any may be null: ordinary
+// allocations for that role). Scopes nest; the previous one is restored at destruction.
+// Construction of a model is single-threaded, and the scope is per thread.
 class SharedBufferScope {
  public:
-  SharedBufferScope(BufferPool* saved, BufferPool* scratch);
+  SharedBufferScope(BufferPool* saved, BufferPool* scratch, BufferPool* cheap = nullptr);
   ~SharedBufferScope();
   SharedBufferScope(const SharedBufferScope&) = delete;
   SharedBufferScope& operator=(const SharedBufferScope&) = delete;
@@ -79,16 +82,13 @@ class SharedBufferScope {
   bool shares(BufferRole role) const { return pool(role) != nullptr; }
 
  private:
-  BufferPool* pool(BufferRole role) const {
-    return role == BufferRole::saved ? saved_ : role == BufferRole::scratch ? scratch_ : nullptr;
-  }
-  std::size_t& next(BufferRole role) {
-    return role == BufferRole::saved ? saved_next_ : scratch_next_;
-  }
+  BufferPool* pool(BufferRole role) const;
+  std::size_t& next(BufferRole role);
 
   BufferPool* saved_;
   BufferPool* scratch_;
-  std::size_t saved_next_ = 0, scratch_next_ = 0;
+  BufferPool* cheap_;
+  std::size_t saved_next_ = 0, scratch_next_ = 0, cheap_next_ = 0;
   SharedBufferScope* previous_;
 };
 

@@ -43,6 +43,9 @@ struct BlockSpec {
   float norm_eps = 1e-5f;
   bool bias = true;  // biases on the attention and MLP Linears
   float dropout = 0.0f;
+  // Selective recomputation (nn/block_stack.hpp): backward reruns the norms and the MLP's
+  // activation instead of keeping their outputs.
+  bool recompute_cheap = false;
   const RotaryTables* rope = nullptr;  // rotary positions: the model's tables; nullptr: none
 
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }

@@ -15,6 +15,7 @@
 #include <functional>
 
 #include "trellis/core/kokkos_types.hpp"
+#include "trellis/nn/buffer_pool.hpp"
 
 #include <cstdint>
 #include <string>
@@ -78,12 +79,15 @@ class Layer {
 
  protected:
   // Which of its two buffers a layer allocates: a composite layer that takes a sub-layer's
-  // (share_output_of, share_input_grad_of) allocates none for it.
+  // (share_output_of, share_input_grad_of) allocates none for it. output_role: the output's
+  // role (nn/buffer_pool.hpp), cheap for an output recomputable from what backward keeps.
   struct OwnBuffers {
     bool output, input_grad;
+    BufferRole output_role;
   };
   Layer(std::string name, int in_features, int out_features, int capacity)
-      : Layer(std::move(name), in_features, out_features, capacity, OwnBuffers{true, true}) {}
+      : Layer(std::move(name), in_features, out_features, capacity,
+              OwnBuffers{true, true, BufferRole::saved}) {}
   Layer(std::string name, int in_features, int out_features, int capacity, OwnBuffers own);
   // An inference-only layer (int8/): it owns no input gradient (input_grad() is empty), and
   // its backward throws.

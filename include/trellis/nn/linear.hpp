@@ -60,9 +60,12 @@ class Linear : public Layer {
          TensorParallel tp = {});
   // The same with explicit initialisations (e.g. GPT-2's normal(0.02) weights, zero bias);
   // bias_init std::nullopt: no bias (Llama's projections), y = x W^T.
+  // output_role cheap: the output of a fused GELU, recomputable from the kept pre-activation
+  // (recompute_activation); see nn/buffer_pool.hpp.
   Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
          int capacity, const InitSpec& weight_init, const std::optional<InitSpec>& bias_init,
-         Split split = Split::none, TensorParallel tp = {}, int sections = 1);
+         Split split = Split::none, TensorParallel tp = {}, int sections = 1,
+         BufferRole output_role = BufferRole::saved);
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
@@ -73,6 +76,11 @@ class Linear : public Layer {
   // time, before the first forward.
   void fuse_activation(kernels::Activation f);
   kernels::Activation activation() const { return activation_; }
+  // Rewrites output() rows [0, n) of the last forward(n) from the kept pre-activation, bit for
+  // bit as forward wrote them (selective recomputation). Needs a fused GELU and
+  // allow_recompute_activation() at build time.
+  void allow_recompute_activation();
+  void recompute_activation(int n);
 
   std::size_t weight_index() const { return weight_; }
   std::optional<std::size_t> bias_index() const { return bias_; }  // none: no bias
@@ -87,6 +95,7 @@ class Linear : public Layer {
   std::size_t weight_;  // index in store_
   std::optional<std::size_t> bias_;
   FloatView zero_bias_;   // [out] zeros, without a bias only
+  FloatView minus_zero_;  // [out] -0.0: x + (-0.0) == x exactly (recompute_activation)
   FloatView db_discard_;  // [out] the fused epilogue's bias gradient, without a bias only
   kernels::Activation activation_ = kernels::Activation::none;
   FloatView pre_activation_;  // [cap * out] z = x W^T + b, gelu only

@@ -89,6 +89,10 @@ class FeedForward : public Layer {
   kernels::DropoutMask mask_;
   bool dropout_active_ = false;
   FloatView dz_;  // [cap * d]
+  bool recompute_cheap_;
+
+  // c_proj's input (GELU's or SwiGLU's output) again from what c_fc kept.
+  void recompute_cheap(int n);
 };
 
 class Block : public Layer {
@@ -131,8 +135,9 @@ class Block : public Layer {
   CausalSelfAttention attn_;
   LayerNorm ln_2_;
   FeedForward mlp_;
-  FloatView h_;   // [cap * d]: x + attn(ln_1(x))
-  FloatView dh_;  // [cap * d]
+  FloatView h_;           // [cap * d]: x + attn(ln_1(x))
+  FloatView dh_;          // [cap * d]
+  bool recompute_cheap_;  // BlockSpec::recompute_cheap
 };
 
 }  // namespace trellis::nn

@@ -1,7 +1,8 @@
 // Activation recomputation and the blocks' shared buffers (nn/block_stack.hpp): gradients and
-// losses with memory.recompute = full equal those without bit for bit (dropout on, GPT and
-// Llama blocks, groups of 1, 2 and more blocks than there are), and the memory they take:
-// backward scratch does not grow with depth, recomputation keeps one checkpoint per group.
+// losses with memory.recompute = full (groups of 1, 2 and more blocks than there are) and
+// selective equal those without bit for bit (dropout on, GPT and Llama blocks), and the memory
+// they take: backward scratch does not grow with depth, full recomputation keeps one
+// checkpoint per group, selective shares the norms' and the GELU's outputs.
 #include "catch.hpp"
 #include "unit/support/nn_helpers.hpp"
 
@@ -103,6 +104,10 @@ TEST_CASE("recomputed blocks give bitwise the gradients of stored activations",
       CHECK(recomputed.losses == stored.losses);
       CHECK(bitwise_equal(recomputed.grads, stored.grads));
     }
+    INFO((llama ? "llama" : "gpt") << ", memory.recompute = selective");
+    const Outcome selective = train_step(spec, {nn::Recompute::selective, 1});
+    CHECK(selective.losses == stored.losses);
+    CHECK(bitwise_equal(selective.grads, stored.grads));
   }
 }
 
@@ -136,6 +141,14 @@ TEST_CASE("backward scratch is shared by the blocks and recomputation keeps chec
   CHECK(full.recompute >= per_block);
   CHECK(full.recompute < 2 * per_block);
   CHECK(full.workspace == deep.workspace);
+  // Selective: each block's norm outputs and GELU output (2 d + 4 d floats per row) are shared
+  // by all blocks; the rest stays.
+  const Bytes selective = built(gpt_spec(8), {nn::Recompute::selective, 1});
+  const std::int64_t cheap = 3 * 6 * (2 * 16 + 4 * 16) * 4;
+  CHECK(selective.recompute == cheap);
+  // (plus each c_fc's [4 d] vector of -0.0 the recomputed epilogue adds: Linear)
+  CHECK(selective.activations == deep.activations - 8 * cheap + 8 * 4 * 16 * 4);
+  CHECK(selective.workspace == deep.workspace);
   // Groups of 4: two checkpoints, four blocks' activations shared.
   const Bytes grouped = built(gpt_spec(8), {nn::Recompute::full, 4});
   CHECK(grouped.activations == deep.activations - 8 * per_block + 2 * checkpoint);
