@@ -50,7 +50,7 @@ limit=$("$py" -c 'import json, sys; n = json.load(open(sys.argv[1]))["memory_pla
   "$WORK/adamw/summary.json" "$WORK/recompute/summary.json")
 trellis_run 1 "${gpt[@]}" --run.dir="$WORK/refused" --memory.limit_gb="$limit" > "$WORK/refused.log" 2>&1 \
   && fail "memory.limit_gb = $limit did not refuse the run"
-grep -q "memory.limit_gb = .* by the memory plan (.*activations.*would help: memory.recompute = full" \
+grep -q "memory.limit_gb = .* by the memory plan (.*activations.*would help: memory.recompute = selective or full" \
   "$WORK/refused.log" || fail "no refusal naming the plan and memory.recompute: $(tail -3 "$WORK/refused.log")"
 run fits 1 --memory.recompute=full --memory.limit_gb="$limit"
 

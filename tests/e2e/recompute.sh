@@ -73,6 +73,20 @@ print(f"recompute: activations {mib(none['activations'])} -> {mib(full['activati
       f"{mib(every2['recompute'])}; selective {mib(sel['activations'])} + "
       f"{mib(sel['recompute'])})")
 PY
+# Does not fit -> fits: with memory.limit_gb at 80% of the plan of dp 4 without ZeRO or
+# recomputation, that layout is refused at start-up; dp 4 with ZeRO-1 and full recomputation
+# trains under the same limit, with the losses of the unsharded one-rank run within 1e-5.
+run dp4-plain 4 "${gpt[@]}" --parallel.grad_exchange=communicator
+limit=$("$py" -c 'import json, sys; print(0.8 * json.load(open(sys.argv[1]))["memory_plan_bytes"] / 2**30)' \
+  "$WORK/dp4-plain/summary.json")
+trellis_run 4 "${gpt[@]}" --parallel.grad_exchange=communicator --memory.limit_gb="$limit" \
+  --run.dir="$WORK/dp4-refused" > "$WORK/dp4-refused.log" 2>&1 && fail "dp 4 fitted under $limit GiB"
+grep -q "memory.limit_gb = .*would help: memory.recompute = selective or full.*parallel.zero = 1" \
+  "$WORK/dp4-refused.log" || fail "dp 4 refusal: $(grep -m1 error "$WORK/dp4-refused.log")"
+run dp4-fits 4 "${gpt[@]}" --parallel.grad_exchange=communicator --memory.limit_gb="$limit" \
+  --parallel.zero=1 --memory.recompute=full
+"$py" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 6 "$WORK/gpt0-none" \
+  "$WORK/dp4-plain" "$WORK/dp4-fits" || fail "dp 4 losses differ from one rank's"
 # A model without recomputation refuses it by name.
 expect_exit 2 "$WORK/mlp.log" trellis_run 1 train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" \
   --data.train="$WORK/tokens/train.h5" --memory.recompute=full --run.dir="$WORK/mlp"

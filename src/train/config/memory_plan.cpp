@@ -148,8 +148,11 @@ void check_memory_limit(const TrainConfig& config, const MemoryPlan& plan,
                              bytes(MemoryCategory::gradients) + bytes(MemoryCategory::parameters);
   const std::int64_t saved = bytes(MemoryCategory::activations);
   std::vector<std::string> help;
-  if (saved >= state && config.memory.recompute == "none")
-    help.push_back("memory.recompute = full (keeps one checkpoint per block)");
+  // Recomputation pays where saved activations are a real part of the total.
+  if (saved * 10 >= plan.total() && config.memory.recompute != "full")
+    help.push_back("memory.recompute = " +
+                   std::string(config.memory.recompute == "none" ? "selective or " : "") +
+                   "full (transformer blocks)");
   if (!config.parallel.zero && grid.dp > 1 && bytes(MemoryCategory::optimizer_state) > 0)
     help.push_back("parallel.zero = 1 (optimizer state over the " + std::to_string(grid.dp) +
                    " data-parallel ranks)");
