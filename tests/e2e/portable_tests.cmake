@@ -13,3 +13,6 @@ trellis_add_e2e_test(NAME llama_equivalence SCRIPT ${E2E}/llama_equivalence.sh)
 # The memory ledger's state figures through the device bodies (byte masks in the optimizer
 # and norm kernels).
 trellis_add_e2e_test(NAME memory SCRIPT ${E2E}/memory.sh)
+# Recomputation through the device bodies: bitwise equal losses and parameters need every
+# kernel's rerun to reproduce its first forward exactly.
+trellis_add_e2e_test(NAME recompute SCRIPT ${E2E}/recompute.sh)
