@@ -62,7 +62,9 @@ FloatView buffer(BufferRole role, const std::string& layer, const char* what, st
 CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::string& name,
                                          const BlockSpec& spec, int capacity_rows,
                                          const TransformerInit& init, TensorParallel tp)
-    : Layer(name, checked_d_model(name, spec, capacity_rows, tp), spec.d_model, capacity_rows),
+    : Layer(name, checked_d_model(name, spec, capacity_rows, tp), spec.d_model, capacity_rows,
+            // Its input gradient is c_attn's, and without dropout its output c_proj's.
+            OwnBuffers{spec.dropout > 0.0f, false, BufferRole::saved}),
       // Heads split over tp. Multi-head: c_attn's q, k and v blocks each give this rank its
       // heads' rows (3 sections); grouped: its whole kv groups, one equal piece.
       c_attn_(store, name + ".c_attn", spec.d_model,
@@ -91,6 +93,8 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
   dz_ = buffer(BufferRole::scratch, name, "dz", cap * static_cast<std::size_t>(spec.d_model));
   dqkv_ =
       buffer(BufferRole::scratch, name, "dqkv", cap * static_cast<std::size_t>(layout_.width()));
+  share_input_grad_of(c_attn_);
+  if (spec.dropout == 0.0f) share_output_of(c_proj_);
 }
 
 void CausalSelfAttention::forward(ConstMatrix input, int n, const StepContext& ctx) {
@@ -132,7 +136,7 @@ void CausalSelfAttention::forward(ConstMatrix input, int n, const StepContext& c
   const ConstMatrix z = kernels::first_rows(c_proj_.output(), n);
   if (dropout_active_) {
     kernels::dropout_apply(z, output_rows(n), resid_mask_);
-  } else {
+  } else if (p_ > 0.0f) {  // evaluation: dropout is the identity, but output() is its own buffer
     kernels::copy(kernels::flat(z), kernels::flat(output_rows(n)));
   }
 }
@@ -153,9 +157,7 @@ void CausalSelfAttention::backward(ConstMatrix output_grad, int n) {
                                     kernels::Vector(delta_.data(), lse_rows(n).extent(0)), dqkv,
                                     active_attn_mask());
   if (rope_ != nullptr) kernels::rope_backward(dqkv, layout_, seq_len_, 0, rope_->cos, rope_->sin);
-  c_attn_.backward(dqkv, n);
-  kernels::copy(kernels::flat(kernels::first_rows(c_attn_.input_grad(), n)),
-                kernels::flat(input_grad_rows(n)));
+  c_attn_.backward(dqkv, n);  // writes this layer's input_grad() (shared)
 }
 
 KvCache CausalSelfAttention::make_cache(int positions) const {
@@ -191,8 +193,9 @@ void CausalSelfAttention::forward_cached(ConstMatrix x, int rows, int first_posi
   const Matrix yr = as_matrix(yr_, rows, d_);
   kernels::cached_attention(qkv, layout_, k, v, first_position, yr);
   c_proj_.forward(yr, rows, eval);
-  kernels::copy(kernels::flat(kernels::first_rows(c_proj_.output(), rows)),
-                kernels::flat(output_rows(rows)));
+  if (p_ > 0.0f)
+    kernels::copy(kernels::flat(kernels::first_rows(c_proj_.output(), rows)),
+                  kernels::flat(output_rows(rows)));
 }
 
 std::int64_t CausalSelfAttention::flops_per_sample() const {
