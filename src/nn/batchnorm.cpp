@@ -46,6 +46,8 @@ BatchNorm2d::BatchNorm2d(ParameterStore& store, const std::string& name, int cha
       eps_(eps),
       sync_(sync),
       running_("trellis::nn::" + name + ".running", 2 * static_cast<std::size_t>(channels)),
+      rerun_running_("trellis::nn::" + name + ".rerun_running",
+                     2 * static_cast<std::size_t>(channels)),
       sums_("trellis::nn::" + name + ".sums", 2 * static_cast<std::size_t>(channels) + 1),
       stats_("trellis::nn::" + name + ".stats", 2 * static_cast<std::size_t>(channels)) {
   if (!(momentum >= 0.0f && momentum <= 1.0f) || !(eps > 0.0f)) {
@@ -101,7 +103,12 @@ void BatchNorm2d::forward(ConstMatrix input, int n, const StepContext& ctx) {
     const double local_count = static_cast<double>(n) * plane_;
     // With sync, the count rides along in the same all-reduce (element 2C).
     count_ = sync_ != nullptr ? allreduce_sums(2 * channels_, local_count) : local_count;
-    kernels::batchnorm_batch_stats(sums, count_, eps_, momentum_, stats, running_stats());
+    // A recomputed forward moves the running statistics once more into a copy nobody reads.
+    if (ctx.recomputing) Kokkos::deep_copy(rerun_running_, running_);
+    kernels::batchnorm_batch_stats(
+        sums, count_, eps_, momentum_, stats,
+        ctx.recomputing ? kernels::Vector(rerun_running_.data(), rerun_running_.extent(0))
+                        : running_stats());
   } else {
     kernels::batchnorm_running_stats(running_stats(), eps_, stats);
   }

@@ -25,8 +25,8 @@ const char* recompute_name(Recompute mode) {
   return "none";
 }
 
-BlockStack::BlockStack(const std::string& name, RecomputeSpec spec, int width, int capacity_rows)
-    : name_(name), spec_(spec), width_(width), capacity_(capacity_rows) {
+BlockStack::BlockStack(const std::string& name, RecomputeSpec spec, int capacity_rows)
+    : name_(name), spec_(spec), capacity_(capacity_rows) {
   if (spec_.every < 1)
     throw ConfigError("memory.recompute_every must be at least 1, got " +
                       std::to_string(spec_.every));
@@ -48,26 +48,39 @@ SharedBufferScope BlockStack::building(std::size_t i) {
 }
 
 void BlockStack::add(Layer& block) {
-  TRELLIS_REQUIRE(block.in_features() == width_ && block.out_features() == width_ &&
-                      block.capacity() == capacity_,
+  TRELLIS_REQUIRE(!finished_ && block.capacity() == capacity_ &&
+                      (blocks_.empty() || blocks_.back()->out_features() == block.in_features()),
                   "block stack \"" + name_ + "\": block \"" + block.name() + "\" does not fit");
-  const std::size_t i = blocks_.size();
   blocks_.push_back(&block);
-  if (recomputes() && i % static_cast<std::size_t>(spec_.every) == 0)
+  if (recomputes() && blocks_.size() % static_cast<std::size_t>(spec_.every) == 0)
     checkpoints_.push_back(layer_buffer(
-        BufferRole::own, "trellis::nn::" + name_ + ".group" + std::to_string(i) + ".checkpoint",
-        static_cast<std::size_t>(capacity_) * static_cast<std::size_t>(width_)));
+        BufferRole::own, "trellis::nn::" + block.name() + ".checkpoint",
+        static_cast<std::size_t>(capacity_) * static_cast<std::size_t>(block.out_features())));
+}
+
+void BlockStack::finish() {
+  TRELLIS_REQUIRE(!finished_, "block stack \"" + name_ + "\": finished twice");
+  finished_ = true;
+  const auto every = static_cast<std::size_t>(spec_.every);
+  if (recomputes() && blocks_.size() % every != 0) {  // a shorter last group
+    const Layer& last = *blocks_.back();
+    checkpoints_.push_back(layer_buffer(
+        BufferRole::own, "trellis::nn::" + last.name() + ".checkpoint",
+        static_cast<std::size_t>(capacity_) * static_cast<std::size_t>(last.out_features())));
+  }
 }
 
 ConstMatrix BlockStack::keep(std::size_t i, ConstMatrix out, int n) {
   if (!recomputes() || !ends_group(i)) return out;
   const FloatView& checkpoint = checkpoints_[i / static_cast<std::size_t>(spec_.every)];
+  const int width = blocks_[i]->out_features();
   kernels::copy(kernels::flat(kernels::first_rows(out, n)),
-                kernels::flat(as_matrix(checkpoint, n, width_)));
-  return as_matrix(checkpoint, capacity_, width_);
+                kernels::flat(as_matrix(checkpoint, n, width)));
+  return as_matrix(checkpoint, capacity_, width);
 }
 
 ConstMatrix BlockStack::forward(ConstMatrix x, int n, const StepContext& ctx) {
+  TRELLIS_REQUIRE(finished_, "block stack \"" + name_ + "\": forward before finish()");
   last_n_ = -1;
   input_ = kernels::first_rows(x, n);
   ctx_ = ctx;
@@ -84,12 +97,16 @@ ConstMatrix BlockStack::backward(ConstMatrix dy, int n,
   TRELLIS_REQUIRE(n == last_n_, "block stack \"" + name_ + "\": backward of " + std::to_string(n) +
                                     " rows does not follow a forward of the same rows");
   const auto every = static_cast<std::size_t>(recomputes() ? spec_.every : 1);
+  StepContext rerun = ctx_;
+  rerun.recomputing = true;
   for (std::size_t end = blocks_.size(); end > 0;) {
     const std::size_t first = (end - 1) / every * every;
     if (recomputes()) {
-      ConstMatrix x = first == 0 ? input_ : as_matrix(checkpoints_[first / every - 1], n, width_);
+      ConstMatrix x = first == 0 ? input_
+                                 : as_matrix(checkpoints_[first / every - 1], n,
+                                             blocks_[first - 1]->out_features());
       for (std::size_t i = first; i < end; ++i) {
-        blocks_[i]->forward(x, n, ctx_);
+        blocks_[i]->forward(x, n, rerun);
         x = blocks_[i]->output();
       }
     }

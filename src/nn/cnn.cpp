@@ -48,6 +48,9 @@ void validate(const CnnSpec& spec) {
 Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
     : spec_(spec), prefix_(prefix), layers_(store) {
   validate(spec);
+  RecomputeSpec recompute = spec.recompute;
+  if (recompute.mode == Recompute::selective) recompute.mode = Recompute::none;
+  blocks_ = std::make_unique<BlockStack>(prefix + "blocks", recompute, spec.capacity);
   const int cap = spec.capacity;
   const MpiComm* sync = spec.sync_bn ? spec.dp : nullptr;
   int channels = spec.widths.front(), height = spec.height, width = spec.width;
@@ -70,7 +73,7 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
   batchnorms_.push_back(bn.get());
   layers_.add(std::move(bn));
   layers_.add(std::make_unique<Relu>(prefix + "stem.relu", channels * height * width, cap));
-
+  first_block_ = layers_.size();
   for (std::size_t s = 0; s < spec.widths.size(); ++s) {
     for (int b = 0; b < spec.blocks_per_stage; ++b) {
       const int stride = (s > 0 && b == 0) ? 2 : 1;
@@ -78,8 +81,13 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
           prefix + "stage" + std::to_string(s + 1) + ".block" + std::to_string(b + 1);
       const std::size_t index = block_names_.size();
       const int mid = spec.block_widths.empty() ? spec.widths[s] : spec.block_widths[index];
-      auto block = std::make_unique<BasicBlock>(store, name, channels, spec.widths[s], stride,
-                                                height, width, cap, sync, spec.conv_impl, mid);
+      std::unique_ptr<BasicBlock> block;
+      {
+        const SharedBufferScope shared = blocks_->building(index);
+        block = std::make_unique<BasicBlock>(store, name, channels, spec.widths[s], stride, height,
+                                             width, cap, sync, spec.conv_impl, mid);
+      }
+      blocks_->add(*block);
       block_names_.push_back(name);
       for (const BatchNorm2d* norm : block->batchnorms()) batchnorms_.push_back(norm);
       channels = block->out_channels();
@@ -88,15 +96,23 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
       layers_.add(std::move(block));
     }
   }
+  blocks_->finish();
+  end_block_ = layers_.size();
   layers_.add(std::make_unique<GlobalAvgPool>(prefix + "pool", channels, height, width, cap));
   layers_.add(std::make_unique<Linear>(store, prefix + "head", channels, spec.classes, cap));
 }
 
 ConstMatrix Cnn::forward(ConstMatrix input, int n, const StepContext& ctx) {
-  return kernels::first_rows(layers_.forward(input, n, ctx), n);
+  ConstMatrix x = layers_.forward(input, n, ctx, 0, first_block_);
+  x = blocks_->forward(x, n, ctx);
+  return kernels::first_rows(layers_.forward(x, n, ctx, end_block_, layers_.size()), n);
 }
 
-void Cnn::backward(ConstMatrix dlogits, int n) { layers_.backward(dlogits, n); }
+void Cnn::backward(ConstMatrix dlogits, int n) {
+  ConstMatrix dy = layers_.backward(dlogits, n, end_block_, layers_.size());
+  dy = blocks_->backward(dy, n, [&](std::size_t i) { layers_.grads_final(first_block_ + i); });
+  layers_.backward(dy, n, 0, first_block_);
+}
 
 ConstMatrix Cnn::input_grad() const {
   if (!spec_.input_grad)

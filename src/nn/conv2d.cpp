@@ -116,7 +116,9 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec&
     const std::int64_t limit =
         spec.max_workspace_floats > 0 ? spec.max_workspace_floats : kWorkspaceFloats;
     block_ = static_cast<int>(std::clamp<std::int64_t>(limit / per_image, 1, capacity));
-    workspace_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".im2col",
+    // Own: forward uses it too, and a recomputed forward runs while the next block's input
+    // gradient waits in a scratch pool.
+    workspace_ = layer_buffer(BufferRole::own, "trellis::nn::" + name + ".im2col",
                               static_cast<std::size_t>(block_ * per_image));
   }
   const auto cap = static_cast<std::size_t>(capacity);

@@ -99,7 +99,7 @@ Gpt::Gpt(const GptSpec& spec, ParameterStore& store, const std::string& prefix)
   if (spec.positions == Positions::rope && first_block < end_block)
     rope_ = std::make_unique<RotaryTables>(spec.rope, spec.d_model / spec.n_head, spec.seq_len);
   const BlockSpec block = gpt_block_spec(spec, rope_.get());
-  stack_ = std::make_unique<BlockStack>(prefix + "h", spec.recompute, spec.d_model, rows);
+  stack_ = std::make_unique<BlockStack>(prefix + "h", spec.recompute, rows);
   for (int i = first_block; i < end_block; ++i) {
     block_offsets_.push_back(store.registration_cursor());
     {
@@ -109,6 +109,7 @@ Gpt::Gpt(const GptSpec& spec, ParameterStore& store, const std::string& prefix)
     }
     stack_->add(*blocks_.back());
   }
+  stack_->finish();
   if (last_stage()) {
     ln_f_offset_ = store.registration_cursor();
     ln_f_ = std::make_unique<LayerNorm>(store, prefix + "ln_f", spec.d_model, rows, spec.norm_eps,

@@ -41,3 +41,25 @@ assert m, "eval printed no accuracy"
 assert abs(float(m.group(1)) - last["test_accuracy"]) < 1e-4, (m.group(1), last["test_accuracy"])
 print(f"eval accuracy {m.group(1)} matches the run's {last['test_accuracy']:.4f}")
 PY
+
+# Full recomputation per residual block and per pair of blocks (memory.recompute = full): at 2
+# ranks with synchronised BatchNorm, the same loss at every step bit for bit, and the same final
+# evaluation (the reruns leave the running statistics alone).
+for every in 1 2; do
+  trellis_run 2 "${common[@]}" --data.test="$FASHION_DIR/test.h5" --memory.recompute=full \
+    --memory.recompute_every=$every --run.dir="$WORK/np2-recompute$every" > "$WORK/np2-recompute$every.log"
+done
+"$TRELLIS_PYTHON" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 20 "$WORK/np2" \
+  "$WORK/np2-recompute1" "$WORK/np2-recompute2"
+"$TRELLIS_PYTHON" - "$WORK" <<'PY'
+import json, sys
+evals = lambda run: [json.loads(l) for l in open(f"{sys.argv[1]}/{run}/metrics.jsonl") if "test_accuracy" in l]
+for run in ("np2-recompute1", "np2-recompute2"):
+    same = lambda r: [(e["test_loss"], e["test_accuracy"]) for e in evals(r)]
+    assert same(run) == same("np2") and same(run), run
+peak = lambda run: json.load(open(f"{sys.argv[1]}/{run}/summary.json"))["memory_peak"]
+a, b = peak("np2"), peak("np2-recompute1")
+assert b["recompute"] > 0 and b["activations"] < a["activations"], (a, b)
+print(f"cnn recomputation: activations {a['activations'] / 2**20:.2f} MiB -> "
+      f"{b['activations'] / 2**20:.2f} MiB + recompute {b['recompute'] / 2**20:.2f} MiB")
+PY

@@ -79,6 +79,7 @@ class BatchNorm2d : public Layer {
   float momentum_, eps_;
   const MpiComm* sync_;
   FloatView running_;         // [2C]: running mean, running var
+  FloatView rerun_running_;   // [2C]: what a recomputed forward updates instead
   DoubleView sums_;           // [2C + 1]: reductions (sum x, sum x^2 | S1, S2), then count
   DoubleView stats_;          // [2C]: mean, 1 / sqrt(var + eps) used by the last forward
   HostDoubleView host_sums_;  // mirror of sums_ for MPI (sums_ itself when host-accessible)

@@ -1,5 +1,6 @@
-// BlockStack: the run of same-width blocks a model applies one after another (a Gpt stage's
-// transformer blocks), and what it does for memory:
+// BlockStack: the run of blocks a model applies one after another (a Gpt stage's transformer
+// blocks, a CNN's residual blocks; each block's input is the previous one's output), and what
+// it does for memory:
 //
 // Shared backward scratch. What a block writes and reads only inside its backward (input
 // gradients, dz, dh, ...) lives in one of two pools (nn/buffer_pool.hpp), block i in pool
@@ -15,6 +16,9 @@
 // counter RNG and every kernel is deterministic on a host, so the rerun reproduces the saved
 // activations bit for bit and the gradients equal a run without recomputation exactly. A group
 // costs one more forward in backward (a training step of ~4 forwards' work instead of 3).
+//
+// A recomputed forward runs with StepContext::recomputing set: layers with state (BatchNorm's
+// running statistics) leave it as the first forward left it.
 //
 // Selective recomputation (RecomputeSpec::selective, llm.c's recompute and Megatron's
 // recompute_modules for the cheap parts): what is cheap to recompute and large to keep, the
@@ -57,26 +61,27 @@ const char* recompute_name(Recompute mode);
 
 class BlockStack {
  public:
-  // name: the allocation label stem of the pools ("h"); width: every block's in and out
-  // features; capacity_rows: every block's capacity.
-  BlockStack(const std::string& name, RecomputeSpec spec, int width, int capacity_rows);
+  // name: the allocation label stem of the pools ("h"); capacity_rows: every block's capacity.
+  BlockStack(const std::string& name, RecomputeSpec spec, int capacity_rows);
   BlockStack(const BlockStack&) = delete;
   BlockStack& operator=(const BlockStack&) = delete;
 
   // Build block i (the i-th added, from 0) while the returned scope lives, then add() it.
   SharedBufferScope building(std::size_t i);
   void add(Layer& block);  // not owned; must outlive the stack's calls
+  void finish();           // after the last add(): the last group's checkpoint
 
-  // x: [>= n, width], unchanged until backward. Returns the last block's output
-  // [capacity, width] (rows [0, n) valid): a checkpoint with recomputation, else its output().
+  // x: [>= n, first block's in_features], unchanged until backward. Returns the last block's
+  // output [capacity, out_features] (rows [0, n) valid): a checkpoint with recomputation, else
+  // its output().
   ConstMatrix forward(ConstMatrix x, int n, const StepContext& ctx);
   // Block i's output as the next block should read it: copied into its group's checkpoint
   // when block i ends a recomputed group (its own buffer is shared), else out itself. For
   // callers that run the blocks themselves (generation's cached forward).
   ConstMatrix keep(std::size_t i, ConstMatrix out, int n);
-  // dy: [>= n, width]; runs the blocks' backward in reverse (recomputing each group's forward
-  // first), calling block_done(i) after block i. Returns the first block's input gradient
-  // [capacity, width].
+  // dy: [>= n, last block's out_features]; runs the blocks' backward in reverse (recomputing
+  // each group's forward first), calling block_done(i) after block i. Returns the first
+  // block's input gradient [capacity, in_features].
   ConstMatrix backward(ConstMatrix dy, int n, const std::function<void(std::size_t)>& block_done);
 
   std::size_t size() const { return blocks_.size(); }
@@ -90,13 +95,14 @@ class BlockStack {
 
   std::string name_;
   RecomputeSpec spec_;
-  int width_, capacity_;
+  int capacity_;
   std::unique_ptr<BufferPool> scratch_[2];
   std::vector<std::unique_ptr<BufferPool>> saved_;  // [every] with full recomputation
   std::unique_ptr<BufferPool> cheap_;               // selective recomputation
   std::vector<Layer*> blocks_;
-  std::vector<FloatView> checkpoints_;  // [groups][capacity * width]: each group's output
-  ConstMatrix input_;                   // the last forward's input rows
+  std::vector<FloatView> checkpoints_;  // [groups][capacity * out_features]: each group's output
+  bool finished_ = false;
+  ConstMatrix input_;  // the last forward's input rows
   StepContext ctx_;
   int last_n_ = -1;
 };

@@ -17,6 +17,7 @@
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/kernels/views.hpp"
 #include "trellis/nn/batchnorm.hpp"
+#include "trellis/nn/block_stack.hpp"
 #include "trellis/nn/conv2d.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/layer_sequence.hpp"
@@ -45,6 +46,9 @@ struct CnnSpec {
   bool input_grad = false;
   const MpiComm* dp = nullptr;  // data-parallel communicator (may be null: no synchronisation)
   int capacity = 0;             // max images per forward/backward call
+  // The residual blocks run as a BlockStack (shared backward scratch; full recomputation per
+  // block or group of blocks; selective is the transformers' and counts as none here).
+  RecomputeSpec recompute;
 };
 
 class Cnn : public Model {
@@ -90,7 +94,9 @@ class Cnn : public Model {
  private:
   CnnSpec spec_;
   std::string prefix_;
+  std::unique_ptr<BlockStack> blocks_;  // runs layers_ [first_block_, end_block_); outlives them
   LayerSequence layers_;
+  std::size_t first_block_ = 0, end_block_ = 0;
   std::vector<const BatchNorm2d*> batchnorms_;  // all BatchNorms, in forward order
   std::vector<std::string> block_names_;        // "stage1.block1", ... in forward order
 };

@@ -28,6 +28,9 @@ struct StepContext {
   std::int64_t step = 0;          // optimizer step: a fresh dropout mask per step
   std::int64_t first_sample = 0;  // global index, within the global batch, of row 0 of this call
   bool training = true;           // false: dropout is the identity
+  // A forward rerun in backward by activation recomputation (nn/block_stack.hpp): it must
+  // reproduce the first one and change no state (BatchNorm's running statistics).
+  bool recomputing = false;
 };
 
 // Sees a layer's forward inputs (Layer::set_input_observer).

@@ -46,6 +46,8 @@ class LayerSequence {
   const Layer& operator[](std::size_t i) const { return *layers_.at(i); }
   // First flat-buffer offset of layer i's parameters (== param_begin(i + 1) when it has none).
   std::size_t param_begin(std::size_t i) const;
+  // Tells the store that layer i's gradients are final (for a caller that ran its backward).
+  void grads_final(std::size_t i) const { store_->grads_final_from(param_begin(i)); }
   std::int64_t flops_per_sample(std::size_t begin, std::size_t end) const;
   std::int64_t flops_per_sample() const { return flops_per_sample(0, size()); }
 

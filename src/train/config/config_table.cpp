@@ -222,10 +222,10 @@ const std::vector<ConfigEntry>& config_table() {
           "onednn | cudnn | im2col (the portable path)",
           choice, FIELD(kernels.conv), {"auto", "onednn", "cudnn", "im2col"}),
       KEY("memory.recompute", "none",
-          "activation recomputation of the transformer blocks: none | selective (the norms' "
-          "and the MLP activation's outputs recomputed in backward: a third less activation "
-          "memory for a few percent of compute) | full (keep only each group of blocks' input "
-          "and rerun its forward in backward: a third more compute)",
+          "activation recomputation: none | selective (gpt, llama: the norms' and the MLP "
+          "activation's outputs recomputed in backward, a quarter less activation memory for a "
+          "few percent of compute) | full (gpt, llama, cnn: keep only each group of blocks' "
+          "input and rerun its forward in backward, a third more compute)",
           choice, FIELD(memory.recompute), {"none", "selective", "full"}),
       KEY("memory.recompute_every", "1",
           "memory.recompute = full: blocks per recomputed group (a checkpoint every N blocks; "

@@ -149,10 +149,13 @@ void check_memory_limit(const TrainConfig& config, const MemoryPlan& plan,
   const std::int64_t saved = bytes(MemoryCategory::activations);
   std::vector<std::string> help;
   // Recomputation pays where saved activations are a real part of the total.
-  if (saved * 10 >= plan.total() && config.memory.recompute != "full")
+  const ModelRegistration& model = model_registration(config.model.type);
+  if (saved * 10 >= plan.total() && config.memory.recompute != "full" && model.recompute_blocks)
     help.push_back("memory.recompute = " +
-                   std::string(config.memory.recompute == "none" ? "selective or " : "") +
-                   "full (transformer blocks)");
+                   std::string(config.memory.recompute == "none" && model.recompute_selective
+                                   ? "selective or "
+                                   : "") +
+                   "full");
   if (!config.parallel.zero && grid.dp > 1 && bytes(MemoryCategory::optimizer_state) > 0)
     help.push_back("parallel.zero = 1 (optimizer state over the " + std::to_string(grid.dp) +
                    " data-parallel ranks)");

@@ -28,6 +28,7 @@ std::unique_ptr<nn::Model> build_cnn(const ModelBuildArgs& a) {
   spec.conv_impl = nn::parse_conv_impl(a.kernels.conv);
   spec.dp = a.dp;
   spec.capacity = spec_int(a.capacity, "batch");
+  spec.recompute = a.recompute;
   return std::make_unique<nn::Cnn>(spec, a.store);
 }
 
@@ -64,6 +65,7 @@ ModelRegistration cnn_registration() {
   r.data = DataKind::samples;
   r.tensor_parallel = false;
   r.pipeline_parallel = false;
+  r.recompute_blocks = true;  // full, per residual block or group of blocks
   r.build = build_cnn;
   r.validate = [](const ModelConfig&) {};
   r.flops_per_sample = flops_of_built;

@@ -120,6 +120,7 @@ ModelRegistration decoder_registration(ModelType type, const char* name) {
   r.tensor_parallel = true;
   r.pipeline_parallel = true;
   r.recompute_blocks = true;
+  r.recompute_selective = true;
   r.build = [](const ModelBuildArgs& a) -> std::unique_ptr<nn::Model> {
     nn::GptSpec spec = gpt_spec(a.model, a.data, a.capacity);
     spec.tp = a.tp;

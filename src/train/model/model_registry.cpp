@@ -51,11 +51,15 @@ std::unique_ptr<nn::Model> build_model(const ModelBuildArgs& args) {
                       ": model.type = " + r.name + " has no tensor-parallel form (" +
                       models_with(&ModelRegistration::tensor_parallel) +
                       " have); use parallel.tp = 1");
-  if (args.recompute.mode != nn::Recompute::none && !r.recompute_blocks)
-    throw ConfigError(
-        std::string("config key memory.recompute = ") + nn::recompute_name(args.recompute.mode) +
-        ": model.type = " + r.name + " has no recomputation yet (" +
-        models_with(&ModelRegistration::recompute_blocks) + " have); use memory.recompute = none");
+  const bool selective = args.recompute.mode == nn::Recompute::selective;
+  if (args.recompute.mode != nn::Recompute::none &&
+      !(selective ? r.recompute_selective : r.recompute_blocks))
+    throw ConfigError(std::string("config key memory.recompute = ") +
+                      nn::recompute_name(args.recompute.mode) + ": model.type = " + r.name +
+                      " has no such recomputation (" +
+                      models_with(selective ? &ModelRegistration::recompute_selective
+                                            : &ModelRegistration::recompute_blocks) +
+                      " have); use memory.recompute = none");
   return r.build(args);
 }
 

@@ -9,6 +9,7 @@
 #include "trellis/core/memory_ledger.hpp"
 #include "trellis/kernels/random_fill.hpp"
 #include "trellis/kernels/softmax_xent.hpp"
+#include "trellis/nn/cnn.hpp"
 #include "trellis/nn/gpt.hpp"
 
 #include <cstring>
@@ -153,4 +154,50 @@ TEST_CASE("backward scratch is shared by the blocks and recomputation keeps chec
   const Bytes grouped = built(gpt_spec(8), {nn::Recompute::full, 4});
   CHECK(grouped.activations == deep.activations - 8 * per_block + 2 * checkpoint);
   CHECK(grouped.recompute == 4 * full.recompute);
+}
+
+TEST_CASE("recomputed residual blocks give bitwise the gradients and running statistics",
+          "[recompute][cnn]") {
+  nn::CnnSpec spec;
+  spec.channels = 2;
+  spec.height = 8;
+  spec.width = 8;
+  spec.classes = 3;
+  spec.widths = {3, 4, 5};
+  spec.blocks_per_stage = 2;
+  spec.capacity = 4;
+  const int n = 4, in = 2 * 64;
+  std::vector<float> x(static_cast<std::size_t>(n * in)), w(static_cast<std::size_t>(n * 3));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 4 * random_uniform(5, 1, i) - 2;
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = random_uniform(5, 2, i) - 0.5f;
+  const FloatView xs = test::to_device("x", x), dy = test::to_device("dy", w);
+  struct Result {
+    std::vector<float> logits, grads, running;
+  };
+  auto train = [&](nn::RecomputeSpec recompute) {
+    spec.recompute = recompute;
+    nn::ParameterStore store;
+    nn::Cnn model(spec, store);
+    store.finalize(23);
+    Result r;
+    for (int step = 0; step < 2; ++step) {  // two steps: the running statistics move twice
+      r.logits = to_host(model.forward(as_matrix(xs, n, in), n, nn::StepContext{}));
+      model.backward(as_matrix(dy, n, 3), n);
+    }
+    r.grads = to_host(store.grads());
+    for (const nn::NamedBuffer& b : model.buffers()) {
+      const std::vector<float> values = to_host(b.data);
+      r.running.insert(r.running.end(), values.begin(), values.end());
+    }
+    return r;
+  };
+  const Result stored = train({});
+  REQUIRE(!stored.running.empty());
+  for (const int every : {1, 2, 4}) {
+    INFO("memory.recompute = full, every " << every);
+    const Result recomputed = train({nn::Recompute::full, every});
+    CHECK(bitwise_equal(recomputed.logits, stored.logits));
+    CHECK(bitwise_equal(recomputed.grads, stored.grads));
+    CHECK(bitwise_equal(recomputed.running, stored.running));
+  }
 }

@@ -55,9 +55,10 @@ struct ModelRegistration {
   const char* name;                      // model.type
   std::vector<const char*> config_keys;  // the model.* (and kernels.*) keys it reads
   DataKind data;
-  bool tensor_parallel;           // built under parallel.tp > 1
-  bool pipeline_parallel;         // split into parallel.pp stages (unit_costs is set)
-  bool recompute_blocks = false;  // builds its blocks with ModelBuildArgs::recompute
+  bool tensor_parallel;              // built under parallel.tp > 1
+  bool pipeline_parallel;            // split into parallel.pp stages (unit_costs is set)
+  bool recompute_blocks = false;     // memory.recompute = full (ModelBuildArgs::recompute)
+  bool recompute_selective = false;  // memory.recompute = selective too
   std::function<std::unique_ptr<nn::Model>(const ModelBuildArgs&)> build;
   // Relative cost of each pipeline unit (pipeline_parallel models only).
   std::function<std::vector<double>(const ModelConfig&, const DataShape&)> unit_costs;
