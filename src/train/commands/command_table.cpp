@@ -85,8 +85,10 @@ std::vector<Command> make_table() {
       {"info",
        "build, backends, ranks and devices",
        "Prints how this binary was built (backends, vendor libraries, CPU features) and where\n"
-       "every rank of this job runs in the process grid a configuration gives.",
-       {},
+       "every rank of this job runs in the process grid a configuration gives; for a language\n"
+       "model with model.vocab set, its parameters, FLOPs and memory plan per rank.",
+       {{"--ranks", K::integer, "N", "0", false,
+         "plan the model's memory for a job of N ranks (default: this job's)", 0}},
        true,
        run_info_command},
       {"runs",

@@ -66,8 +66,17 @@ int run_info_command(const CommandContext& context, const CommandArgs& args) {
   int rank = 0, size = 1;
   TRELLIS_MPI(MPI_Comm_rank(world, &rank));
   TRELLIS_MPI(MPI_Comm_size(world, &size));
-  const GridLayout layout = GridLayout::from_world(size, config.parallel.tp, config.parallel.pp);
-  const GridCoords c = layout.coords(rank);
+  // The memory plan is for the job asked about (--ranks), which need not be this one: this
+  // job's grid is shown only when its ranks fit one.
+  const int planned =
+      args.integer("--ranks") > 0 ? static_cast<int>(args.integer("--ranks")) : size;
+  const GridLayout planned_layout =
+      GridLayout::from_world(planned, config.parallel.tp, config.parallel.pp);
+  const bool own_grid = size % (config.parallel.tp * config.parallel.pp) == 0;
+  const GridLayout layout =
+      own_grid ? GridLayout::from_world(size, config.parallel.tp, config.parallel.pp)
+               : planned_layout;
+  const GridCoords c = own_grid ? layout.coords(rank) : GridCoords{};
 
   // Fixed-width records so one MPI_Gather collects every rank's line.
   constexpr int kLine = 256;
@@ -81,18 +90,23 @@ int run_info_command(const CommandContext& context, const CommandArgs& args) {
 
   std::string text = build_summary();
   text += "  ranks: " + std::to_string(size) + " on " + std::to_string(node.node_count) +
-          " node(s); grid " + layout.describe() + "\n";
+          " node(s); grid " + (own_grid ? layout.describe() : std::string("none")) + "\n";
   for (int r = 0; r < size && rank == 0; ++r)
     text += std::string(&lines[static_cast<std::size_t>(r) * kLine]) + "\n";
   PlannedGrid grid;
-  grid.dp = size / (config.parallel.tp * config.parallel.pp);
+  grid.dp = planned / (config.parallel.tp * config.parallel.pp);
   grid.tp = config.parallel.tp;
   grid.pp = config.parallel.pp;
-  // As training resolves parallel.grad_exchange on one node of a host build (training_model).
-  grid.shared_exchange = grid.dp > 1 && kHostKernels && node.node_count == 1 &&
-                         config.parallel.grad_exchange != "communicator" &&
-                         config.parallel.grad_dtype == Precision::fp32 &&
-                         config.parallel.powersgd_rank == 0;
+  // As training resolves parallel.grad_exchange on one node of a host build (training_model);
+  // where a planned job's ranks will run is not known, so only an explicit shared_memory.
+  const bool one_node =
+      planned == size ? node.node_count == 1 : config.parallel.grad_exchange == "shared_memory";
+  grid.shared_exchange =
+      grid.dp > 1 && kHostKernels && one_node && config.parallel.grad_exchange != "communicator" &&
+      config.parallel.grad_dtype == Precision::fp32 && config.parallel.powersgd_rank == 0;
+  if (planned != size)
+    text += "  planned for " + std::to_string(planned) + " ranks: grid " +
+            planned_layout.describe() + "\n";
   text += model_summary(config, grid);
   if (!text.empty() && text.back() == '\n') text.pop_back();
   context.log.info(text);
