@@ -35,7 +35,6 @@ constexpr PrefixRule kRules[] = {
     {"trellis::params", MemoryCategory::parameters},
     {"trellis::grads", MemoryCategory::gradients},
     {"trellis::zero1::shard_grads", MemoryCategory::gradients},
-    {"trellis::zero1::master_params", MemoryCategory::optimizer_state},
     {"trellis::adam::", MemoryCategory::optimizer_state},
     {"trellis::sgd::", MemoryCategory::optimizer_state},
     {"trellis::rmsprop::", MemoryCategory::optimizer_state},

@@ -37,6 +37,23 @@ void Optimizer::step(FloatView params, ConstFloatView grads, float lr, float gra
   update(params, grads, lr, grad_scale, begin, end);
 }
 
+void Optimizer::step(const std::vector<ParamWindow>& windows, ConstFloatView grads, float lr,
+                     float grad_scale) {
+  TRELLIS_REQUIRE(grads.extent(0) == numel_, "grads has " + std::to_string(grads.extent(0)) +
+                                                 " elements, optimizer " + std::to_string(numel_));
+  std::size_t covered = 0;
+  for (const ParamWindow& w : windows) {
+    TRELLIS_REQUIRE(w.begin == covered && w.begin <= w.end && w.params.extent(0) >= w.end,
+                    "parameter window [" + std::to_string(w.begin) + ", " + std::to_string(w.end) +
+                        ") does not continue at " + std::to_string(covered));
+    covered = w.end;
+  }
+  TRELLIS_REQUIRE(covered == numel_, "parameter windows cover " + std::to_string(covered) + " of " +
+                                         std::to_string(numel_) + " elements");
+  ++step_count_;
+  for (const ParamWindow& w : windows) update(w.params, grads, lr, grad_scale, w.begin, w.end);
+}
+
 void Optimizer::set_step_count(std::int64_t count) {
   TRELLIS_REQUIRE(count >= 0, "negative step count " + std::to_string(count));
   step_count_ = count;

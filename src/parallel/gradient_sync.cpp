@@ -80,15 +80,21 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
     // place, the peers' gradients are summed into the own ones in place, nothing is copied.
     update_size_ = shard_offset;  // numel / dp: the one bucket's piece
     const std::size_t first = static_cast<std::size_t>(dp.rank()) * update_size_;
-    shard_params_ = FloatView(store.params().data() + first, update_size_);
     shard_grads_ = FloatView(store.grads().data() + first, update_size_);
   } else if (options_.zero1) {
     update_size_ = shard_offset;  // numel / dp
-    shard_params_ = FloatView("trellis::zero1::master_params", update_size_);
     shard_grads_ = FloatView("trellis::zero1::shard_grads", update_size_);
-    load_shard_from_params();
   } else {
     update_size_ = numel;
+  }
+  // The parameters of each piece of the update space, in place in store.params(): element i
+  // of a piece at shard offset s and flat offset f is params[f + i - s] (f >= s always).
+  for (const ShardRange& range : shard_ranges()) {
+    const std::size_t length = range.flat_end - range.flat_begin;
+    windows_.push_back(
+        ParamWindow{FloatView(store.params().data() + (range.flat_begin - range.shard_offset),
+                              range.shard_offset + length),
+                    range.shard_offset, range.shard_offset + length});
   }
   if (options_.wire != Precision::fp32) {
     wire_ = kernels::HalfView("trellis::grad_wire", numel);
@@ -124,8 +130,11 @@ void GradientSync::start_bucket(std::size_t b, bool gather) {
   const Precision wire = options_.wire;
   launched_us_[b] = trace::recording() ? trace::now_us() : -1.0;
   if (gather) {
-    requests_[b] = dp_.start_all_gather(shard_params_.data() + bucket.shard_offset,
-                                        store_.params().data() + bucket.begin, bucket.piece);
+    // In place: this rank's piece of the bucket is where the update wrote it.
+    float* bucket_params = store_.params().data() + bucket.begin;
+    requests_[b] =
+        dp_.start_all_gather(bucket_params + static_cast<std::size_t>(dp_.rank()) * bucket.piece,
+                             bucket_params, bucket.piece);
   } else if (wire != Precision::fp32) {
     const std::size_t len = bucket.end - bucket.begin;
     std::uint16_t* words = wire_.data() + bucket.begin;
@@ -233,10 +242,6 @@ void GradientSync::finish_reduction() {
   armed_ = false;
 }
 
-const FloatView& GradientSync::update_params() const {
-  return options_.zero1 ? shard_params_ : store_.params();
-}
-
 const FloatView& GradientSync::update_grads() const {
   return options_.zero1 ? shard_grads_ : store_.grads();
 }
@@ -266,16 +271,6 @@ std::vector<GradientSync::ShardRange> GradientSync::shard_ranges() const {
     ranges.push_back({first, first + bucket.piece, bucket.shard_offset});
   }
   return ranges;
-}
-
-void GradientSync::load_shard_from_params() {
-  if (!options_.zero1 || options_.shared != nullptr) return;  // shared: the shard is params
-  const auto r = static_cast<std::size_t>(dp_.rank());
-  for (const Bucket& bucket : buckets_) {
-    const std::size_t first = bucket.begin + r * bucket.piece;
-    Kokkos::deep_copy(slice(shard_params_, bucket.shard_offset, bucket.shard_offset + bucket.piece),
-                      slice(store_.params(), first, first + bucket.piece));
-  }
 }
 
 void GradientSync::finish_update() {

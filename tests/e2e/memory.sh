@@ -3,10 +3,11 @@
 # metrics.jsonl hold exactly what the layout allocates for the training state:
 #  - 1 rank, AdamW: parameters = gradients = 4 bytes x the padded parameter buffer, optimizer
 #    state = 2 x parameters; SGD without momentum: no optimizer state;
-#  - dp 2 with ZeRO-1 through the communicator: the moments and the fp32 master copy of half
-#    the buffer (1.5 x parameters), the gradients and their shard (1.5 x), against 2 x and 1 x
-#    on dp 2 without; through node shared memory (a window MPI allocates, counted too) each
-#    rank updates its half in place: moments of half the buffer (1 x), no master copy;
+#  - dp 2 with ZeRO-1 through the communicator: the moments of half the buffer (1 x
+#    parameters; the update writes the parameters' pieces in place, no master copy), the
+#    gradients and their reduced shard (1.5 x), against 2 x and 1 x on dp 2 without; through
+#    node shared memory (a window MPI allocates, counted too) the shard is the gradients' own
+#    slice: moments of half the buffer (1 x), gradients 1 x;
 #  - bf16 autocast: 16-bit copies appear; pp 2: each rank holds about half the parameters and
 #    the summary names the rank with the largest peak;
 #  - the decay and norm masks take a byte per element each (about half the parameters' bytes
@@ -96,9 +97,9 @@ dp2, _ = summary("dp2")
 zero1, _ = summary("zero1")
 assert dp2["parameters"] == params and dp2["optimizer_state"] == 2 * params, dp2
 assert dp2["gradients"] == params, dp2
-# ZeRO-1 on 2 ranks: exp_avg, exp_avg_sq and the fp32 master copy of half the buffer each;
-# the whole gradient buffer and its reduced half.
-assert zero1["parameters"] == params and zero1["optimizer_state"] * 2 == 3 * params, zero1
+# ZeRO-1 on 2 ranks: exp_avg and exp_avg_sq of half the buffer (no master copy); the whole
+# gradient buffer and its reduced half.
+assert zero1["parameters"] == params and zero1["optimizer_state"] == params, zero1
 assert zero1["gradients"] * 2 == 3 * params, zero1
 if shared:
     zs, _ = summary("zero1_shared")

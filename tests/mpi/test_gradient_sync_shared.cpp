@@ -66,13 +66,15 @@ TEST_CASE("GradientSync through node shared memory matches the communicator", "[
             // Nothing is started from backward: the exchange waits for every rank's buffer.
             if (shared) CHECK(sync.buckets_started_early() == 0);
           }
-          optimizer->step(sync.update_params(), sync.update_grads(), 0.05f);
+          optimizer->step(sync.update_windows(), sync.update_grads(), 0.05f, 1.0f);
           sync.finish_update();
         }
         params[shared] = to_host(net.store.params());
         // Shared ZeRO-1: the shard is this rank's slice of the parameters themselves.
         if (shared && zero1) {
-          CHECK(sync.update_params().data() ==
+          REQUIRE(sync.update_windows().size() == 1);
+          const ParamWindow& w = sync.update_windows().front();
+          CHECK(w.params.data() + w.begin ==
                 net.store.params().data() + dp.rank() * sync.update_size());
           CHECK(sync.update_grads().data() ==
                 net.store.grads().data() + dp.rank() * sync.update_size());

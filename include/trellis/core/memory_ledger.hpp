@@ -22,7 +22,7 @@ namespace trellis {
 enum class MemoryCategory {
   parameters,       // fp32 parameters (the store's flat buffer)
   gradients,        // fp32 gradients (the store's, ZeRO's gradient shard)
-  optimizer_state,  // moments, momentum, ZeRO-1's fp32 master shard
+  optimizer_state,  // moments, momentum (ZeRO-1: their shard)
   half_copies,      // 16-bit copies of parameters and operands (mixed precision)
   activations,      // what layers keep from forward for backward (outputs, pre-activations)
   workspace,        // backward scratch (input gradients, dz), library workspaces, file staging

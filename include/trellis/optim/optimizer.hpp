@@ -19,6 +19,7 @@
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
+#include "trellis/core/param_window.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -85,6 +86,10 @@ class Optimizer {
   }
   void step(FloatView params, ConstFloatView grads, float lr, float grad_scale, std::size_t begin,
             std::size_t end);
+  // One step over windows that cover [0, numel()) in order, each with its own parameters
+  // (core/param_window.hpp): grads [numel].
+  void step(const std::vector<ParamWindow>& windows, ConstFloatView grads, float lr,
+            float grad_scale);
 
   virtual std::string name() const = 0;  // "sgd", "adam", "adamw", "rmsprop"
   virtual NamedState state() = 0;        // views of the live buffers: write them to restore

@@ -13,14 +13,15 @@
 //
 //   not sharded: each bucket all-reduced (sum) in place in store.grads().
 //   zero1:       rank r owns piece r of EVERY bucket; its pieces sit back to back in the
-//                master shard [update_size = buffer_size / dp]:
+//                update space [update_size = buffer_size / dp] (gradients, optimizer state):
 //
 //   rank 1's shard  | b0 piece 1 | b1 piece 1 | b2 p 1 |
 //                   s_0          s_1          s_2        (s_b = sum of previous len / dp)
 //
 //                reduce-scatter grads[b0, b1) -> shard_grads[s_b, s_b + len / dp) (sum), the
-//                optimizer updates master params [update_size] (fp32, authoritative), and
-//                finish_update() all-gathers master[s_b, ...) -> store.params()[b0, b1).
+//                optimizer updates this rank's pieces of store.params() in place (one window
+//                per bucket, update_windows(): no packed copy of the parameters), and
+//                finish_update() all-gathers them in place into store.params()[b0, b1).
 //
 // Calling sequence per training step:
 //   store.zero_grads();
@@ -29,8 +30,8 @@
 //     forward; backward;               // models call store.grads_final_from(offset)
 //   sync.finish_reduction();           // update_grads() = SUM over dp (callers pre-scale)
 //   clip over update_grads()           // sharded: all-reduce the sum of squares over dp first
-//   optimizer.step(sync.update_params(), sync.update_grads(), lr);  // built with update_size()
-//   sync.finish_update();              // zero1: store.params() := gathered master shards
+//   optimizer.step(sync.update_windows(), sync.update_grads(), lr, 1);  // built: update_size()
+//   sync.finish_update();              // zero1: store.params() := the gathered pieces
 //
 // Node shared memory (options.shared, host builds, every dp rank on one node): the gradients
 // (and with zero1 the parameters) live in a NodeSharedWindow, and finish_reduction() sums them
@@ -38,7 +39,7 @@
 // contiguous slice [r * n / dp, (r + 1) * n / dp). After a barrier, rank r sums slice r of
 // every peer's gradients and writes the sum back into every peer's buffer (then a second
 // barrier), or with zero1 into its own buffer only: its shard IS that slice of its own
-// gradients and parameters (no master copy), the update writes its parameters in place, and
+// gradients and parameters, the update writes its parameters in place, and
 // finish_update() copies the peers' slices straight out of their windows. Each rank reads its
 // share of the peers' buffers once and writes it once, with no bounce buffers; nothing overlaps
 // backward (one core per rank has no spare cycles to overlap with). After finish_reduction()
@@ -65,6 +66,7 @@
 #include "trellis/comm/communicator.hpp"
 #include "trellis/comm/node_shared_window.hpp"
 #include "trellis/core/kokkos_types.hpp"
+#include "trellis/core/param_window.hpp"
 #include "trellis/core/precision.hpp"
 #include "trellis/kernels/precision_cast.hpp"
 #include "trellis/nn/parameter_store.hpp"
@@ -107,7 +109,7 @@ class GradientSync : public nn::GradReadyListener {
 
   // store: finalized, buffer_size() a multiple of padding_multiple(dp.size()) (Error
   // otherwise). Registers itself as the store's gradient listener; the destructor detaches it.
-  // With zero1, the master shard is loaded from store.params(). dp and store must outlive it.
+  // dp and store must outlive it.
   GradientSync(Communicator& dp, nn::ParameterStore& store, const GradientSyncOptions& options);
   // Detaches from the store. Requests still in flight (a step abandoned by an exception) are
   // not waited for: the other ranks may never start them.
@@ -137,16 +139,17 @@ class GradientSync : public nn::GradReadyListener {
   void finish_reduction();
 
   // Where clipping and the optimizer step work: the whole flat buffers, or (zero1) this rank's
-  // shard. update_params()/update_grads() are [update_size()].
+  // shard. update_grads() is [update_size()]; the parameters of update element i are
+  // update_windows()' (in place in store.params()).
   bool sharded() const { return options_.zero1; }
   std::size_t update_size() const { return update_size_; }
-  const FloatView& update_params() const;
+  const std::vector<ParamWindow>& update_windows() const { return windows_; }
   const FloatView& update_grads() const;
   // This rank's shard elements of a [buffer_size()] view (decay mask, norm mask), as a NEW
   // view [update_size()]; the full view itself when not sharded. Setup time only (allocates).
   ConstMaskView gather_shard(ConstMaskView full) const;
 
-  // zero1: all-gathers the updated master shard back into store.params() (every bucket
+  // zero1: all-gathers every rank's updated pieces in place in store.params() (every bucket
   // started non-blocking, then all waited for). Not sharded: nothing.
   void finish_update();
   // Where this rank's update elements sit: [flat_begin, flat_end) of the flat buffers is
@@ -156,9 +159,6 @@ class GradientSync : public nn::GradReadyListener {
     std::size_t flat_begin = 0, flat_end = 0, shard_offset = 0;
   };
   std::vector<ShardRange> shard_ranges() const;
-  // zero1: master shard := this rank's elements of store.params() (after a checkpoint restore;
-  // the constructor does it too). Not sharded: nothing.
-  void load_shard_from_params();
 
   // Gradient bytes this rank sends per step through the dp exchange, by the usual ring
   // accounting (all-reduce 2 (p - 1) / p of the buffer, reduce-scatter (p - 1) / p; the same
@@ -175,7 +175,7 @@ class GradientSync : public nn::GradReadyListener {
     std::size_t begin = 0;  // [begin, end) of the flat buffers
     std::size_t end = 0;
     std::size_t piece = 0;         // (end - begin) / dp: one rank's share
-    std::size_t shard_offset = 0;  // s_b: where this rank's piece sits in the master shard
+    std::size_t shard_offset = 0;  // s_b: where this rank's piece sits in the update space
   };
 
   // Starts bucket b's reduction (gather = false) or its all-gather (gather = true).
@@ -198,8 +198,8 @@ class GradientSync : public nn::GradReadyListener {
   std::vector<std::size_t> order_;     // buckets in the order they were started, sized once
   std::size_t head_ = 0;               // order_[head_, tail_) may still be in flight
   std::size_t tail_ = 0;
-  FloatView shard_params_;  // zero1: [update_size] master copy of the parameters
-  FloatView shard_grads_;   // zero1: [update_size] reduced gradients
+  FloatView shard_grads_;             // zero1: [update_size] reduced gradients
+  std::vector<ParamWindow> windows_;  // the parameters of the update space, in order
   bool armed_ = false;
   std::size_t hold_below_ = 0;
   std::size_t first_started_ = 0;  // buckets [first_started_, count) of this step are started

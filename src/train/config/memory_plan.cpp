@@ -99,10 +99,8 @@ MemoryPlan plan_memory(const TrainConfig& config, const DataShape& data, const P
     const std::int64_t shard = zero ? P / grid.dp : P;  // the optimizer's update size
     at(plan, MemoryCategory::parameters) += 4 * P;
     at(plan, MemoryCategory::gradients) += 4 * P;
-    if (zero && !grid.shared_exchange) {
-      at(plan, MemoryCategory::gradients) += 4 * shard;        // the reduced shard
-      at(plan, MemoryCategory::optimizer_state) += 4 * shard;  // the fp32 master shard
-    }
+    if (zero && !grid.shared_exchange)
+      at(plan, MemoryCategory::gradients) += 4 * shard;  // the reduced shard
     at(plan, MemoryCategory::optimizer_state) += 4 * shard * optimizer_state_buffers(config.optim);
     // The decay mask, and the norm mask while it is cut to its shard (a byte per element).
     at(plan, MemoryCategory::other) += 2 * P + (zero ? shard : 0);

@@ -130,8 +130,6 @@ void CheckpointManager::load(const std::string& dir, const CheckpointInfo& info)
     if (!warning.empty() && grid_.rank() == 0) log_.warn(warning);
   }
   read_checkpoint(dir, all, world);
-  // ZeRO-1: the master copy of this rank's parameters (the state was read into the shard).
-  model_.sync().load_shard_from_params();
   for (CheckpointPart* part : parts_) part->loaded(info);
 }
 
@@ -236,7 +234,6 @@ std::optional<ResumePoint> CheckpointManager::resume_or_start() {
     for (const std::string& note : notes) log_.warn(note);
   Stopwatch watch;
   read_weights_pieces(path, pieces(false), world);
-  model_.sync().load_shard_from_params();  // ZeRO-1: the master copy of this rank's shard
   model_.parameters_changed(0);
   char line[96];
   std::snprintf(line, sizeof(line), " (read in %.2f s)", watch.seconds());

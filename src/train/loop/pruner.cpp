@@ -114,8 +114,10 @@ void Pruner::mask_gradients(FloatView update_grads) const {
   if (enabled_) kernels::apply_mask(update_mask_, update_grads);
 }
 
-void Pruner::mask_update_params(FloatView update_params) const {
-  if (enabled_) kernels::apply_mask(update_mask_, update_params);
+void Pruner::mask_updated_params(const std::vector<ParamWindow>& windows) const {
+  if (!enabled_) return;
+  for (const ParamWindow& w : windows)
+    kernels::apply_mask(slice(update_mask_, w.begin, w.end), slice(w.params, w.begin, w.end));
 }
 
 bool Pruner::after_step(std::int64_t completed) {
@@ -203,8 +205,6 @@ void Pruner::set_unit_mask(const nn::ParamInfo& info, const std::vector<float>& 
 
 void Pruner::zero_pruned() {
   kernels::apply_mask(masks_, model_.store().params());
-  GradientSync& sync = model_.sync();
-  if (sync.sharded()) kernels::apply_mask(update_mask_, sync.update_params());
   for (const auto& [name, state] : model_.optimizer().state())
     kernels::apply_mask(update_mask_, state);
 }

@@ -204,8 +204,8 @@ void StepRunner::update(StepRecord& record, const FloatView& grads, Stopwatch& p
   GradientSync& sync = model_.sync();
   float multiplier = clip_coefficient(record.grad_norm, config_.optim.clip_norm);
   if (model_.loss_scaler().enabled()) multiplier *= 1.0f / record.loss_scale;
-  model_.optimizer().step(sync.update_params(), grads, record.lr, multiplier);
-  pruner_.mask_update_params(sync.update_params());
+  model_.optimizer().step(sync.update_windows(), grads, record.lr, multiplier);
+  pruner_.mask_updated_params(sync.update_windows());
   record.times.optimizer += phase.fenced_seconds();
   phase.restart();
   sync.finish_update();  // ZeRO-1: all-gather the updated shards

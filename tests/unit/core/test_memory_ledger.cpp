@@ -23,7 +23,6 @@ TEST_CASE("memory categories follow the buffers' labels", "[memory]") {
   CHECK(memory_category("trellis::params") == MemoryCategory::parameters);
   CHECK(memory_category("trellis::grads") == MemoryCategory::gradients);
   CHECK(memory_category("trellis::zero1::shard_grads") == MemoryCategory::gradients);
-  CHECK(memory_category("trellis::zero1::master_params") == MemoryCategory::optimizer_state);
   CHECK(memory_category("trellis::adam::exp_avg_sq") == MemoryCategory::optimizer_state);
   CHECK(memory_category("trellis::sgd::momentum_buffer") == MemoryCategory::optimizer_state);
   CHECK(memory_category("trellis::compute_params_16") == MemoryCategory::half_copies);

@@ -91,8 +91,8 @@ TEST_CASE("magnitude pruning per layer zeroes each weight's k smallest, state in
   GradientSync& sync = run.model->sync();
   Kokkos::deep_copy(sync.update_grads(), 2.0f);
   run.pruner->mask_gradients(sync.update_grads());
-  Kokkos::deep_copy(sync.update_params(), 3.0f);
-  run.pruner->mask_update_params(sync.update_params());
+  Kokkos::deep_copy(run.model->store().params(), 3.0f);
+  run.pruner->mask_updated_params(sync.update_windows());
   const nn::ParamInfo& info = run.model->store().info(run.model->store().index("fc1.weight"));
   CHECK(to_host(slice(sync.update_grads(), info.offset, info.offset + info.numel)) ==
         where_zero(fc1_after, 2.0f, 0.0f));

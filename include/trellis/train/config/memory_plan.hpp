@@ -10,8 +10,8 @@
 //    model plans on a laptop). The parameter buffer's size is the store's own, padded as
 //    training pads it.
 //  - from that size: parameters and gradients (4 bytes each), the optimizer's buffers
-//    (optimizer_state_buffers(), over the ZeRO-1 shard), ZeRO-1's master shard and gradient
-//    shard (communicator exchange), the 16-bit weight copy, the decay and norm masks (a byte
+//    (optimizer_state_buffers(), over the ZeRO-1 shard), ZeRO-1's reduced gradient shard
+//    (communicator exchange), the 16-bit weight copy, the decay and norm masks (a byte
 //    each, their shards with ZeRO-1), a 16-bit gradient wire; the batch buffers (the loader's
 //    and the prefetch ring's) and the start-up GEMM measurement's three 512 x 512 matrices.
 // Every figure is the category's peak, which is its steady size: the buffers are allocated once

@@ -35,6 +35,7 @@
 
 #include "trellis/comm/process_grid.hpp"
 #include "trellis/core/kokkos_types.hpp"
+#include "trellis/core/param_window.hpp"
 #include "trellis/optim/sparsity_schedule.hpp"
 #include "trellis/train/config/train_config.hpp"
 #include "trellis/train/files/tensor_piece.hpp"
@@ -60,8 +61,9 @@ class Pruner : public CheckpointPart {
   // After the dp reduction, before the global norm: the update gradients of pruned weights
   // become zero. update_grads is the sync's [update size] view.
   void mask_gradients(FloatView update_grads) const;
-  // After the optimizer step, before the ZeRO-1 all-gather: pruned weights back to zero.
-  void mask_update_params(FloatView update_params) const;
+  // After the optimizer step, before the ZeRO-1 all-gather: pruned weights back to zero, in
+  // the parameters the step updated (the sync's update_windows()).
+  void mask_updated_params(const std::vector<ParamWindow>& windows) const;
   // After step `completed` is complete: recomputes the masks when the schedule is due, then
   // zeroes the pruned weights and their optimizer state. Collective over the world. Returns
   // whether the masks changed.
