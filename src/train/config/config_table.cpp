@@ -222,19 +222,16 @@ const std::vector<ConfigEntry>& config_table() {
           "onednn | cudnn | im2col (the portable path)",
           choice, FIELD(kernels.conv), {"auto", "onednn", "cudnn", "im2col"}),
       KEY("memory.recompute", "none",
-          "activation recomputation: none | selective (gpt, llama: the norms' and the MLP "
-          "activation's outputs recomputed in backward, a quarter less activation memory for a "
-          "few percent of compute) | full (gpt, llama, cnn: keep only each group of blocks' "
-          "input and rerun its forward in backward, a third more compute)",
+          "activation recomputation: none | selective (gpt, llama: norm and MLP activation "
+          "outputs recomputed in backward) | full (gpt, llama, cnn: each group of blocks' "
+          "forward rerun in backward from its input, a third more compute)",
           choice, FIELD(memory.recompute), {"none", "selective", "full"}),
       KEY("memory.recompute_every", "1",
-          "memory.recompute = full: blocks per recomputed group (a checkpoint every N blocks; "
-          "about sqrt(n_layer) keeps the least)",
-          integer, FIELD(memory.recompute_every), 1, 1 << 20),
+          "full recomputation: blocks per group (about sqrt(n_layer) keeps the least)", integer,
+          FIELD(memory.recompute_every), 1, 1 << 20),
       KEY("memory.limit_gb", "0",
-          "refuse at start-up a layout whose memory plan needs more than this many GiB on a "
-          "rank (the plan's categories and the keys that would help are printed); 0 = no limit",
-          real, FIELD(memory.limit_gb), 0.0, 1e9),
+          "refuse a layout whose memory plan needs more GiB per rank; 0 = no limit", real,
+          FIELD(memory.limit_gb), 0.0, 1e9),
       KEY("parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB", real,
           FIELD(parallel.bucket_mb), 0.001, 1e6),
       KEY("parallel.overlap", "true",

@@ -1,10 +1,10 @@
 #include "trellis/train/loop/trainer.hpp"
-#include "trellis/comm/mpi_check.hpp"
-#include "trellis/core/format.hpp"
-#include "trellis/core/trace.hpp"
 
 #include "trellis/comm/agreement.hpp"
 #include "trellis/comm/error_policy.hpp"
+#include "trellis/comm/mpi_check.hpp"
+#include "trellis/core/format.hpp"
+#include "trellis/core/trace.hpp"
 #include "trellis/data/staging.hpp"
 #include "trellis/parallel/pipeline_schedule.hpp"
 #include "trellis/train/config/memory_estimate.hpp"
@@ -19,7 +19,6 @@
 #include "trellis/train/monitoring/trace_writer.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -378,8 +377,7 @@ void Trainer::finish(const std::string& finish_reason, bool write_weights) {
     ReadingPaused paused(*train_data_);
     summary.weights_path = checkpoints_->write_weights();
   }
-  summary.steps = step();
-  summary.finish = finish_reason;
+  summary.steps = step(), summary.finish = finish_reason;
   summary.parameters = parameter_count_;
   summary.parameters_per_rank = model_->store().num_elements();
   summary.optimizer_state_floats_per_rank = model_->optimizer_state_floats();
