@@ -70,7 +70,9 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
       c_attn_(store, name + ".c_attn", spec.d_model,
               (spec.n_head + 2 * spec.kv_heads()) * (spec.d_model / spec.n_head), capacity_rows,
               InitSpec::normal(init.std), spec.linear_bias_init(), Split::column, tp,
-              spec.kv_heads() == spec.n_head ? 3 : 1),
+              spec.kv_heads() == spec.n_head ? 3 : 1,
+              // Its input (a norm's output) may be recomputed, and then its copy too.
+              BufferRole::saved, BufferRole::cheap),
       c_proj_(store, name + ".c_proj", spec.d_model, spec.d_model, capacity_rows,
               InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp),
       d_(spec.d_model / tp.size()),

@@ -50,7 +50,8 @@ int local_extent(const std::string& name, const char* what, int extent, Split sp
 
 Linear::Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
                int capacity, const InitSpec& weight_init, const std::optional<InitSpec>& bias_init,
-               Split split, TensorParallel tp, int sections, BufferRole output_role)
+               Split split, TensorParallel tp, int sections, BufferRole output_role,
+               BufferRole input_copy_role)
     : Layer(name, local_extent(name, "in_features", in_features, split, Split::row, tp),
             local_extent(name, "out_features", out_features, split, Split::column, tp), capacity,
             OwnBuffers{true, true, output_role}),
@@ -72,7 +73,7 @@ Linear::Linear(ParameterStore& store, const std::string& name, int in_features, 
   }
   const auto cap = static_cast<std::size_t>(capacity);
   x16_ = AutocastOperand(store.autocast(), name + ".x16",
-                         cap * static_cast<std::size_t>(this->in_features()), BufferRole::saved);
+                         cap * static_cast<std::size_t>(this->in_features()), input_copy_role);
   dz16_ =
       AutocastOperand(store.autocast(), name + ".dz16",
                       cap * static_cast<std::size_t>(this->out_features()), BufferRole::scratch);
@@ -136,6 +137,8 @@ void Linear::backward(ConstMatrix output_grad, int n) {
   if (split_ == Split::column) tp_.comm->all_reduce(dx.data(), dx.size(), ReduceOp::sum);
   round_in_place(store_->autocast(), dx);
 }
+
+void Linear::recompute_input_copy() { x16_.round(saved_input()); }
 
 void Linear::allow_recompute_activation() {
   TRELLIS_REQUIRE(kernels::keeps_pre_activation(activation_),

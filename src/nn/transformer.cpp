@@ -41,10 +41,11 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, const B
             InitSpec::normal(init.std), spec.linear_bias_init(), Split::column, tp,
             spec.mlp == MlpKind::swiglu ? 2 : 1,
             // GELU's output is recomputable from its kept pre-activation; SwiGLU's gate and up
-            // are what its backward reads.
-            spec.mlp == MlpKind::swiglu ? BufferRole::saved : BufferRole::cheap),
+            // are what its backward reads. The input copy: of ln_2's output, recomputed.
+            spec.mlp == MlpKind::swiglu ? BufferRole::saved : BufferRole::cheap, BufferRole::cheap),
       c_proj_(store, name + ".c_proj", spec.ff_width(), spec.d_model, capacity_rows,
-              InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp),
+              InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp, 1,
+              BufferRole::saved, BufferRole::cheap),  // its input is recomputed
       p_(spec.dropout),
       stream_(stream_from_name(name + ".dropout")),
       recompute_cheap_(spec.recompute_cheap) {
@@ -98,6 +99,7 @@ void FeedForward::recompute_cheap(int n) {
                             as_matrix(swiglu_, n, c_proj_.in_features()));
   else
     c_fc_.recompute_activation(n);
+  c_proj_.recompute_input_copy();
 }
 
 void FeedForward::backward(ConstMatrix output_grad, int n) {
@@ -170,12 +172,18 @@ void Block::backward(ConstMatrix output_grad, int n) {
   const StepContext any;  // the norms read no context
   // Selective recomputation: the norms' outputs (shared with the other blocks) again, from
   // their kept inputs, before the layers whose backward reads them.
-  if (recompute_cheap_) ln_2_.forward(as_matrix(h_, n, d), n, any);
+  if (recompute_cheap_) {
+    ln_2_.forward(as_matrix(h_, n, d), n, any);
+    mlp_.recompute_input_copy();
+  }
   mlp_.backward(dy, n);
   ln_2_.backward(mlp_.input_grad(), n);
   const Matrix dh = as_matrix(dh_, n, d);
   add_rows(dy, kernels::first_rows(ln_2_.input_grad(), n), dh);
-  if (recompute_cheap_) ln_1_.forward(saved_input(), n, any);
+  if (recompute_cheap_) {
+    ln_1_.forward(saved_input(), n, any);
+    attn_.recompute_input_copy();
+  }
   attn_.backward(dh, n);
   ln_1_.backward(attn_.input_grad(), n);
   add_rows(dh, kernels::first_rows(ln_1_.input_grad(), n), input_grad_rows(n));

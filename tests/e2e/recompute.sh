@@ -68,10 +68,14 @@ assert full["workspace"] == none["workspace"], (none, full)
 # Selective: the norms' and the GELU's outputs (6 of the block's 17 d-wide saved rows).
 assert sel["recompute"] > 0 and sel["activations"] + sel["recompute"] < 0.9 * none["activations"], sel
 assert sel["workspace"] == none["workspace"], (none, sel)
+# bf16: the autocast copies of the recomputed outputs are recomputed too.
+b_none, b_sel = peak("gpt4-none"), peak("gpt4-selective")
+assert b_sel["half_copies"] < b_none["half_copies"], (b_none, b_sel)
 print(f"recompute: activations {mib(none['activations'])} -> {mib(full['activations'])} "
       f"+ recompute {mib(full['recompute'])} (every 2: {mib(every2['activations'])} + "
       f"{mib(every2['recompute'])}; selective {mib(sel['activations'])} + "
-      f"{mib(sel['recompute'])})")
+      f"{mib(sel['recompute'])}; bf16 16-bit copies {mib(b_none['half_copies'])} -> "
+      f"{mib(b_sel['half_copies'])})")
 PY
 # Does not fit -> fits: with memory.limit_gb at 80% of the plan of dp 4 without ZeRO or
 # recomputation, that layout is refused at start-up; dp 4 with ZeRO-1 and full recomputation

@@ -119,6 +119,8 @@ class CausalSelfAttention : public Layer {
     f(c_proj_);
   }
   const Linear& c_attn() const { return c_attn_; }
+  // c_attn's autocast copy of its input again, after the input was recomputed (selective).
+  void recompute_input_copy() { c_attn_.recompute_input_copy(); }
   const Linear& c_proj() const { return c_proj_; }
 
  private:

@@ -24,10 +24,10 @@
 // recompute_modules for the cheap parts): what is cheap to recompute and large to keep, the
 // norms' outputs (ln_1, ln_2: one pass over [rows, d] from the kept input and statistics) and
 // the MLP activation's output (GELU from its kept pre-activation, SwiGLU from the kept gate
-// and up: [rows, d_ff]), comes from one pool shared by all blocks (role `cheap`,
-// nn/buffer_pool.hpp); each block recomputes it in its backward just before the layer that
-// reads it. The attention is not recomputed: with flash attention nothing of size T x T is
-// kept, and its outputs cost GEMMs. Bitwise equal gradients as with full recomputation.
+// and up: [rows, d_ff]), with their autocast copies, comes from one pool shared by all blocks
+// (role `cheap`, nn/buffer_pool.hpp); each block recomputes it in its backward just before the
+// layer that reads it. The attention is not recomputed: with flash attention nothing of size T x T
+// is kept, and its outputs cost GEMMs. Bitwise equal gradients as with full recomputation.
 //
 // Memory per stack, rows = capacity rows, A = one block's saved bytes per row, C = its cheap
 // part (2 d + d_ff floats):

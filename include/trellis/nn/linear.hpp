@@ -61,11 +61,13 @@ class Linear : public Layer {
   // The same with explicit initialisations (e.g. GPT-2's normal(0.02) weights, zero bias);
   // bias_init std::nullopt: no bias (Llama's projections), y = x W^T.
   // output_role cheap: the output of a fused GELU, recomputable from the kept pre-activation
-  // (recompute_activation); see nn/buffer_pool.hpp.
+  // (recompute_activation); input_copy_role cheap: the input's autocast copy, when the input
+  // itself is recomputed (recompute_input_copy). See nn/buffer_pool.hpp.
   Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
          int capacity, const InitSpec& weight_init, const std::optional<InitSpec>& bias_init,
          Split split = Split::none, TensorParallel tp = {}, int sections = 1,
-         BufferRole output_role = BufferRole::saved);
+         BufferRole output_role = BufferRole::saved,
+         BufferRole input_copy_role = BufferRole::saved);
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
@@ -81,6 +83,9 @@ class Linear : public Layer {
   // allow_recompute_activation() at build time.
   void allow_recompute_activation();
   void recompute_activation(int n);
+  // The autocast copy of the last forward's input again, after that input was recomputed in
+  // place (selective recomputation); nothing without autocast.
+  void recompute_input_copy();
 
   std::size_t weight_index() const { return weight_; }
   std::optional<std::size_t> bias_index() const { return bias_; }  // none: no bias

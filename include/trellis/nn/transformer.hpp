@@ -74,6 +74,8 @@ class FeedForward : public Layer {
 
   float dropout() const { return p_; }
   MlpKind kind() const { return kind_; }
+  // c_fc's autocast copy of its input again, after the input was recomputed (selective).
+  void recompute_input_copy() { c_fc_.recompute_input_copy(); }
 
   const Linear& c_fc() const { return c_fc_; }
   const Linear& c_proj() const { return c_proj_; }
