@@ -25,8 +25,9 @@ const char* recompute_name(Recompute mode) {
   return "none";
 }
 
-BlockStack::BlockStack(const std::string& name, RecomputeSpec spec, int capacity_rows)
-    : name_(name), spec_(spec), capacity_(capacity_rows) {
+BlockStack::BlockStack(const std::string& name, RecomputeSpec spec, int capacity_rows,
+                       ParameterStore* units)
+    : name_(name), spec_(spec), units_store_(units), capacity_(capacity_rows) {
   if (spec_.every < 1)
     throw ConfigError("memory.recompute_every must be at least 1, got " +
                       std::to_string(spec_.every));
@@ -42,6 +43,11 @@ BlockStack::BlockStack(const std::string& name, RecomputeSpec spec, int capacity
 }
 
 SharedBufferScope BlockStack::building(std::size_t i) {
+  if (units_store_ != nullptr) {
+    TRELLIS_REQUIRE(unit_of_.size() == i,
+                    "block stack \"" + name_ + "\": blocks built out of order");
+    unit_of_.push_back(units_store_->begin_unit());
+  }
   BufferPool* saved =
       recomputes() ? saved_[i % static_cast<std::size_t>(spec_.every)].get() : nullptr;
   return SharedBufferScope(saved, scratch_[i % 2].get(), cheap_.get());
@@ -52,6 +58,7 @@ void BlockStack::add(Layer& block) {
                       (blocks_.empty() || blocks_.back()->out_features() == block.in_features()),
                   "block stack \"" + name_ + "\": block \"" + block.name() + "\" does not fit");
   blocks_.push_back(&block);
+  if (units_store_ != nullptr) units_store_->end_unit();
   if (recomputes() && blocks_.size() % static_cast<std::size_t>(spec_.every) == 0)
     checkpoints_.push_back(layer_buffer(
         BufferRole::own, "trellis::nn::" + block.name() + ".checkpoint",
@@ -85,6 +92,7 @@ ConstMatrix BlockStack::forward(ConstMatrix x, int n, const StepContext& ctx) {
   input_ = kernels::first_rows(x, n);
   ctx_ = ctx;
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    before_forward(i);
     blocks_[i]->forward(x, n, ctx);
     x = keep(i, blocks_[i]->output(), n);
   }
@@ -105,19 +113,40 @@ ConstMatrix BlockStack::backward(ConstMatrix dy, int n,
       ConstMatrix x = first == 0 ? input_
                                  : as_matrix(checkpoints_[first / every - 1], n,
                                              blocks_[first - 1]->out_features());
+      UnitListener* listener = units_store_ != nullptr ? units_store_->unit_listener() : nullptr;
+      if (listener != nullptr) listener->recomputing(true);
       for (std::size_t i = first; i < end; ++i) {
+        before_forward(i);
         blocks_[i]->forward(x, n, rerun);
         x = blocks_[i]->output();
       }
+      if (listener != nullptr) listener->recomputing(false);
     }
     for (std::size_t i = end; i-- > first;) {
+      before_backward(i);
       blocks_[i]->backward(dy, n);
       dy = blocks_[i]->input_grad();
+      after_backward(i);
       block_done(i);
     }
     end = first;
   }
   return dy;
+}
+
+void BlockStack::before_forward(std::size_t i) const {
+  if (units_store_ != nullptr && units_store_->unit_listener() != nullptr)
+    units_store_->unit_listener()->before_forward(unit_of_[i]);
+}
+
+void BlockStack::before_backward(std::size_t i) const {
+  if (units_store_ != nullptr && units_store_->unit_listener() != nullptr)
+    units_store_->unit_listener()->before_backward(unit_of_[i]);
+}
+
+void BlockStack::after_backward(std::size_t i) const {
+  if (units_store_ != nullptr && units_store_->unit_listener() != nullptr)
+    units_store_->unit_listener()->after_backward(unit_of_[i]);
 }
 
 }  // namespace trellis::nn

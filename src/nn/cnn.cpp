@@ -50,7 +50,7 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
   validate(spec);
   RecomputeSpec recompute = spec.recompute;
   if (recompute.mode == Recompute::selective) recompute.mode = Recompute::none;
-  blocks_ = std::make_unique<BlockStack>(prefix + "blocks", recompute, spec.capacity);
+  blocks_ = std::make_unique<BlockStack>(prefix + "blocks", recompute, spec.capacity, &store);
   const int cap = spec.capacity;
   const MpiComm* sync = spec.sync_bn ? spec.dp : nullptr;
   int channels = spec.widths.front(), height = spec.height, width = spec.width;

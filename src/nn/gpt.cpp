@@ -99,11 +99,11 @@ Gpt::Gpt(const GptSpec& spec, ParameterStore& store, const std::string& prefix)
   if (spec.positions == Positions::rope && first_block < end_block)
     rope_ = std::make_unique<RotaryTables>(spec.rope, spec.d_model / spec.n_head, spec.seq_len);
   const BlockSpec block = gpt_block_spec(spec, rope_.get());
-  stack_ = std::make_unique<BlockStack>(prefix + "h", spec.recompute, rows);
+  stack_ = std::make_unique<BlockStack>(prefix + "h", spec.recompute, rows, &store);
   for (int i = first_block; i < end_block; ++i) {
-    block_offsets_.push_back(store.registration_cursor());
     {
       const SharedBufferScope shared = stack_->building(blocks_.size());
+      block_offsets_.push_back(store.registration_cursor());  // after the unit's padding
       blocks_.push_back(
           std::make_unique<Block>(store, prefix + "h." + std::to_string(i), block, rows, init, tp));
     }

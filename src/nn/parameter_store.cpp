@@ -90,6 +90,7 @@ void ParameterStore::begin_replica(std::size_t offset) {
   TRELLIS_REQUIRE(!replica_, "begin_replica() inside a replica");
   replica_ = true;
   replica_cursor_ = offset;
+  replica_units_ = 0;
 }
 
 void ParameterStore::end_replica() {
@@ -143,27 +144,35 @@ void ParameterStore::finalize(std::uint64_t seed, float* grad_memory, float* par
   if (finalized_) throw Error("ParameterStore::finalize() called twice");
   if (!kHostMemory && (grad_memory != nullptr || param_memory != nullptr))
     throw Error("ParameterStore::finalize(): external parameter memory needs a host build");
+  if (!params_placed() && grad_placement_.empty()) param_floats_ = grad_floats_ = buffer_size_;
+  if ((params_placed() || !grad_placement_.empty()) &&
+      (grad_memory != nullptr || param_memory != nullptr))
+    throw Error("ParameterStore::finalize(): placed buffers live in the store's own memory");
   seed_ = seed;
+  resolve_placement();
   // View construction zero-fills: padding and gradients start at 0. Views of the caller's
   // memory are unmanaged (the caller owns it) and zeroed here.
   // The caller's memory (a node's shared window) is no Kokkos allocation: the ledger is told.
   const auto buffer = [&](float* memory, const std::string& label, TrackedBytes& tracked) {
-    if (memory == nullptr) return FloatView(label, buffer_size_);
-    tracked = TrackedBytes(label, static_cast<std::int64_t>(buffer_size_ * sizeof(float)));
-    const FloatView view(memory, buffer_size_);
+    const std::size_t floats = memory == grad_memory ? grad_floats_ : param_floats_;
+    if (memory == nullptr) return FloatView(label, floats);
+    tracked = TrackedBytes(label, static_cast<std::int64_t>(floats * sizeof(float)));
+    const FloatView view(memory, floats);
     Kokkos::deep_copy(view, 0.0f);
     return view;
   };
-  params_ = buffer(param_memory, "trellis::params", external_params_);
-  grads_ = buffer(grad_memory, "trellis::grads", external_grads_);
+  params_ = param_memory != nullptr ? buffer(param_memory, "trellis::params", external_params_)
+                                    : FloatView("trellis::params", param_floats_);
+  grads_ = grad_memory != nullptr ? buffer(grad_memory, "trellis::grads", external_grads_)
+                                  : FloatView("trellis::grads", grad_floats_);
   decay_mask_ = MaskView("trellis::decay_mask", buffer_size_);
   if (autocast_.active() && autocast_.native)
-    compute_half_ = kernels::HalfView("trellis::compute_params_16", buffer_size_);
+    compute_half_ = kernels::HalfView("trellis::compute_params_16", param_floats_);
   else if (autocast_.active())
-    compute_params_ = FloatView("trellis::compute_params", buffer_size_);
+    compute_params_ = FloatView("trellis::compute_params", param_floats_);
   finalized_ = true;
   for (std::size_t i = 0; i < infos_.size(); ++i) {
-    initialize(i);
+    if (!params_placed() || !in_unit(i)) initialize(i);
     if (infos_[i].weight_decay)
       Kokkos::deep_copy(
           Kokkos::subview(decay_mask_,
@@ -181,28 +190,47 @@ void ParameterStore::set_autocast(const Autocast& autocast, bool stochastic_roun
 
 void ParameterStore::refresh_compute_copy(std::int64_t step) {
   require_finalized("refresh_compute_copy");
+  compute_step_ = step;
   if (!autocast_.active()) return;
-  const bool native = autocast_.native;
-  if (!stochastic_rounding_) {  // padding rounds to zero along with the rest
-    if (native)
+  if (!stochastic_rounding_ && !params_placed()) {  // padding rounds to zero with the rest
+    if (autocast_.native)
       kernels::to_half(autocast_.mode, params_, compute_half_);
     else
       kernels::round_to(autocast_.mode, params_, compute_params_);
     return;
   }
-  for (std::size_t i = 0; i < infos_.size(); ++i) {
-    const ParamInfo& p = infos_[i];
-    const std::uint64_t stream =
-        stream_mix(stream_from_name(p.name) ^ 0x5352u, static_cast<std::uint64_t>(step));
-    const kernels::ShardIndexMap map = p.shard.index_map(p.logical_shape);
-    if (native)
-      kernels::to_half_stochastic(autocast_.mode, param_window(params_, i),
-                                  kernels::HalfVector(compute_half_.data() + p.offset, p.numel),
-                                  seed_, stream, map);
+  // Placed: the units' slots are refreshed as they are gathered (refresh_compute_range).
+  for (std::size_t i = 0; i < infos_.size(); ++i)
+    if (!params_placed() || !in_unit(i)) refresh_param(i);
+}
+
+void ParameterStore::refresh_compute_range(std::size_t begin, std::size_t end) {
+  require_finalized("refresh_compute_range");
+  if (!autocast_.active()) return;
+  for (std::size_t i = 0; i < infos_.size(); ++i)
+    if (infos_[i].offset >= begin && infos_[i].offset < end) refresh_param(i);
+}
+
+void ParameterStore::refresh_param(std::size_t i) {
+  const ParamInfo& p = infos_[i];
+  const kernels::HalfVector half =
+      autocast_.native ? kernels::HalfVector(compute_half_.data() + param_at_[i], p.numel)
+                       : kernels::HalfVector();
+  if (!stochastic_rounding_) {
+    if (autocast_.native)
+      kernels::to_half(autocast_.mode, param_window(params_, i), half);
     else
-      kernels::round_stochastic(autocast_.mode, param_window(params_, i),
-                                param_window(compute_params_, i), seed_, stream, map);
+      kernels::round_to(autocast_.mode, param_window(params_, i), param_window(compute_params_, i));
+    return;
   }
+  const std::uint64_t stream =
+      stream_mix(stream_from_name(p.name) ^ 0x5352u, static_cast<std::uint64_t>(compute_step_));
+  const kernels::ShardIndexMap map = p.shard.index_map(p.logical_shape);
+  if (autocast_.native)
+    kernels::to_half_stochastic(autocast_.mode, param_window(params_, i), half, seed_, stream, map);
+  else
+    kernels::round_stochastic(autocast_.mode, param_window(params_, i),
+                              param_window(compute_params_, i), seed_, stream, map);
 }
 
 kernels::Vector ParameterStore::compute_vector(std::size_t i) const {
@@ -228,24 +256,32 @@ kernels::GemmOperand ParameterStore::compute_operand(std::size_t i) const {
                   "ParameterStore: \"" + p.name + "\" is not a matrix operand");
   const auto rows = static_cast<std::size_t>(p.shape[0]);
   if (autocast_.native)
-    return kernels::GemmOperand::half(compute_half_.data() + p.offset, autocast_.mode, rows,
+    return kernels::GemmOperand::half(compute_half_.data() + param_at_[i], autocast_.mode, rows,
                                       p.numel / rows);
   const FloatView& buffer = autocast_.active() ? compute_params_ : params_;
-  return kernels::GemmOperand::of(ConstMatrix(buffer.data() + p.offset, rows, p.numel / rows));
+  return kernels::GemmOperand::of(ConstMatrix(buffer.data() + param_at_[i], rows, p.numel / rows));
 }
 
 kernels::ConstHalfVector ParameterStore::compute_half(std::size_t i) const {
   require_finalized("compute_half");
   TRELLIS_REQUIRE(autocast_.native, "ParameterStore::compute_half: no 16-bit copy (not native)");
-  return kernels::ConstHalfVector(compute_half_.data() + info(i).offset, info(i).numel);
+  return kernels::ConstHalfVector(compute_half_.data() + param_at_[i], info(i).numel);
 }
 
 void ParameterStore::initialize(std::size_t i) {
   require_finalized("initialize");
+  initialize_range(i, 0, info(i).numel, param_vector(i));
+}
+
+void ParameterStore::initialize_range(std::size_t i, std::size_t begin, std::size_t end,
+                                      kernels::Vector x) const {
   const ParamInfo& p = info(i);
-  const kernels::Vector x = param_vector(i);
+  TRELLIS_REQUIRE(begin <= end && end <= p.numel && x.extent(0) == end - begin,
+                  "ParameterStore::initialize_range: [" + std::to_string(begin) + ", " +
+                      std::to_string(end) + ") of \"" + p.name + "\"");
   const std::uint64_t stream = stream_from_name(p.name);
-  const kernels::ShardIndexMap map = p.shard.index_map(p.logical_shape);
+  kernels::ShardIndexMap map = p.shard.index_map(p.logical_shape);
+  map.skip = begin;
   using Kind = InitSpec::Kind;
   switch (p.init.kind) {
     case Kind::zeros:
@@ -314,16 +350,17 @@ const MaskView& ParameterStore::decay_mask() const {
 
 FloatView ParameterStore::param(std::size_t i) const {
   require_finalized("param");
-  return slice(params_, info(i).offset, info(i).offset + info(i).numel);
+  return slice(params_, param_at_[i], param_at_[i] + info(i).numel);
 }
 
 FloatView ParameterStore::grad(std::size_t i) const {
   require_finalized("grad");
-  return slice(grads_, info(i).offset, info(i).offset + info(i).numel);
+  return slice(grads_, grad_at_[i], grad_at_[i] + info(i).numel);
 }
 
-kernels::Vector ParameterStore::param_window(const FloatView& buffer, std::size_t i) const {
-  return kernels::Vector(buffer.data() + info(i).offset, info(i).numel);
+kernels::Vector ParameterStore::param_window(const FloatView& buffer, std::size_t i,
+                                             bool grads) const {
+  return kernels::Vector(buffer.data() + (grads ? grad_at_[i] : param_at_[i]), info(i).numel);
 }
 
 kernels::Vector ParameterStore::param_vector(std::size_t i) const {
@@ -333,17 +370,17 @@ kernels::Vector ParameterStore::param_vector(std::size_t i) const {
 
 kernels::Vector ParameterStore::grad_vector(std::size_t i) const {
   require_finalized("grad_vector");
-  return param_window(grads_, i);
+  return param_window(grads_, i, true);
 }
 
-Matrix ParameterStore::matrix_window(const FloatView& buffer, std::size_t i) const {
+Matrix ParameterStore::matrix_window(const FloatView& buffer, std::size_t i, bool grads) const {
   const ParamInfo& p = info(i);
   if (p.shape.size() != 2) {
     throw Error("ParameterStore: \"" + p.name + "\" has shape " + shape_string(p.shape) +
                 ", not a matrix");
   }
-  return Matrix(buffer.data() + p.offset, static_cast<std::size_t>(p.shape[0]),
-                static_cast<std::size_t>(p.shape[1]));
+  return Matrix(buffer.data() + (grads ? grad_at_[i] : param_at_[i]),
+                static_cast<std::size_t>(p.shape[0]), static_cast<std::size_t>(p.shape[1]));
 }
 
 Matrix ParameterStore::param_matrix(std::size_t i) const {
@@ -353,7 +390,7 @@ Matrix ParameterStore::param_matrix(std::size_t i) const {
 
 Matrix ParameterStore::grad_matrix(std::size_t i) const {
   require_finalized("grad_matrix");
-  return matrix_window(grads_, i);
+  return matrix_window(grads_, i, true);
 }
 
 void ParameterStore::zero_grads() {

@@ -5,6 +5,7 @@
 #include "trellis/core/error.hpp"
 #include "trellis/core/host_simd.hpp"
 #include "trellis/core/trace.hpp"
+#include "trellis/kernels/vector_ops.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -23,7 +24,7 @@ std::size_t GradientSync::shared_floats(std::size_t buffer_size, bool zero1) {
 
 GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
                            const GradientSyncOptions& options)
-    : dp_(dp), store_(store), options_(options), dp_size_(dp.size()) {
+    : dp_(dp), store_(store), options_(options), dp_size_(dp.size()), zero1_(options.zero >= 1) {
   if (!store.finalized())
     throw Error("GradientSync: the parameter store must be finalized before the gradient sync");
   const std::size_t multiple = padding_multiple(dp_size_);
@@ -41,27 +42,30 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
       options.shared != nullptr
           ? std::max(multiple, numel)
           : std::max(multiple, options.bucket_bytes / sizeof(float) / multiple * multiple);
-  std::size_t shard_offset = 0;
-  for (std::size_t begin = 0; begin < numel; begin += bucket_elems) {
-    Bucket bucket;
-    bucket.begin = begin;
-    bucket.end = std::min(numel, begin + bucket_elems);
-    bucket.piece = (bucket.end - bucket.begin) / static_cast<std::size_t>(dp_size_);
-    bucket.shard_offset = shard_offset;
-    shard_offset += bucket.piece;
-    buckets_.push_back(bucket);
+  ZeroLayout layout;
+  if (options_.zero >= 2) {
+    if (options.shared != nullptr || options.wire != Precision::fp32 || options.powersgd.rank > 0)
+      throw Error("GradientSync: ZeRO-" + std::to_string(options_.zero) +
+                  " needs the communicator exchange with an fp32 wire and no PowerSGD");
+    layout = zero_layout(store.units(), numel);
+    if (store.grad_floats() != layout.physical_floats() ||
+        (options_.zero >= 3) != store.params_placed())
+      throw Error("GradientSync: the store is not placed for ZeRO-" +
+                  std::to_string(options_.zero) + " (ParameterStore::place with zero_layout)");
   }
+  build_buckets(bucket_elems, options_.zero >= 2 ? &layout : nullptr);
+  const std::size_t shard_offset = numel / static_cast<std::size_t>(dp_size_);
   requests_.assign(buckets_.size(), CommRequest{});
   launched_us_.assign(buckets_.size(), -1.0);
   order_.assign(buckets_.size(), 0);
   first_started_ = buckets_.size();
   NodeSharedWindow* shared = options_.shared;
   if (shared != nullptr) {
-    const std::size_t need = shared_floats(numel, options_.zero1);
+    const std::size_t need = shared_floats(numel, zero1_);
     if (!kHostMemory || dp.backend() != CommBackend::mpi || shared->size() != dp_size_ ||
         shared->rank() != dp.rank() || shared->floats_per_rank() < need ||
         store.grads().data() != shared->part(dp.rank()) ||
-        (options_.zero1 && store.params().data() != shared->part(dp.rank()) + numel))
+        (zero1_ && store.params().data() != shared->part(dp.rank()) + numel))
       throw Error("GradientSync: the shared window (" + std::to_string(shared->size()) +
                   " ranks x " + std::to_string(shared->floats_per_rank()) +
                   " floats) does not hold this store's gradients for " + std::to_string(dp_size_) +
@@ -75,21 +79,26 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
   if (options_.wire != Precision::fp32 && shared != nullptr)
     throw Error(std::string("GradientSync: a ") + precision_name(options_.wire) +
                 " wire needs the communicator exchange, not node shared memory");
-  if (options_.zero1 && shared != nullptr) {
+  if (zero1_ && shared != nullptr) {
     // The shard is this rank's slice of its own buffers: the update writes the parameters in
     // place, the peers' gradients are summed into the own ones in place, nothing is copied.
     update_size_ = shard_offset;  // numel / dp: the one bucket's piece
     const std::size_t first = static_cast<std::size_t>(dp.rank()) * update_size_;
     shard_grads_ = FloatView(store.grads().data() + first, update_size_);
-  } else if (options_.zero1) {
+  } else if (zero1_) {
     update_size_ = shard_offset;  // numel / dp
     shard_grads_ = FloatView("trellis::zero1::shard_grads", update_size_);
+    if (options_.zero >= 2) build_zero_shard(layout);
   } else {
     update_size_ = numel;
   }
   // The parameters of each piece of the update space, in place in store.params(): element i
   // of a piece at shard offset s and flat offset f is params[f + i - s] (f >= s always).
   for (const ShardRange& range : shard_ranges()) {
+    if (params_sharded()) {  // one window: the shard buffer itself
+      windows_.push_back(ParamWindow{shard_params_, 0, update_size_});
+      break;
+    }
     const std::size_t length = range.flat_end - range.flat_begin;
     windows_.push_back(
         ParamWindow{FloatView(store.params().data() + (range.flat_begin - range.shard_offset),
@@ -98,7 +107,7 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
   }
   if (options_.wire != Precision::fp32) {
     wire_ = kernels::HalfView("trellis::grad_wire", numel);
-    if (options_.zero1) shard_wire_ = kernels::HalfView("trellis::grad_wire_shard", update_size_);
+    if (zero1_) shard_wire_ = kernels::HalfView("trellis::grad_wire_shard", update_size_);
   }
   if (options_.powersgd.rank > 0)
     powersgd_ = std::make_unique<PowerSgd>(dp, store, options_.powersgd);
@@ -107,6 +116,7 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
 
 void GradientSync::set_step(std::int64_t step) {
   powersgd_now_ = powersgd_ != nullptr && step >= options_.powersgd.start_step;
+  if (exchange_) kernels::fill(kernels::Vector(shard_grads_.data(), update_size_), 0.0f);
 }
 
 GradientSync::~GradientSync() { store_.set_grad_listener(nullptr); }
@@ -131,22 +141,22 @@ void GradientSync::start_bucket(std::size_t b, bool gather) {
   launched_us_[b] = trace::recording() ? trace::now_us() : -1.0;
   if (gather) {
     // In place: this rank's piece of the bucket is where the update wrote it.
-    float* bucket_params = store_.params().data() + bucket.begin;
-    requests_[b] =
-        dp_.start_all_gather(bucket_params + static_cast<std::size_t>(dp_.rank()) * bucket.piece,
-                             bucket_params, bucket.piece);
+    float* bucket_params = store_.params().data() + bucket.params_at;
+    const float* own = params_sharded()
+                           ? shard_params_.data() + bucket.shard_offset
+                           : bucket_params + static_cast<std::size_t>(dp_.rank()) * bucket.piece;
+    requests_[b] = dp_.start_all_gather(own, bucket_params, bucket.piece);
   } else if (wire != Precision::fp32) {
     const std::size_t len = bucket.end - bucket.begin;
     std::uint16_t* words = wire_.data() + bucket.begin;
     kernels::to_half(wire, kernels::ConstVector(grads + bucket.begin, len),
                      kernels::HalfVector(words, len));
-    requests_[b] = options_.zero1
-                       ? dp_.start_reduce_scatter_half(
-                             words, shard_wire_.data() + bucket.shard_offset, bucket.piece, wire)
-                       : dp_.start_all_reduce_half(words, len, wire);
-  } else if (options_.zero1) {
+    requests_[b] = zero1_ ? dp_.start_reduce_scatter_half(
+                                words, shard_wire_.data() + bucket.shard_offset, bucket.piece, wire)
+                          : dp_.start_all_reduce_half(words, len, wire);
+  } else if (zero1_) {
     requests_[b] =
-        dp_.start_reduce_scatter(grads + bucket.begin, shard_grads_.data() + bucket.shard_offset,
+        dp_.start_reduce_scatter(grads + bucket.grads_at, shard_grads_.data() + bucket.shard_offset,
                                  bucket.piece, ReduceOp::sum);
   } else {
     requests_[b] =
@@ -161,7 +171,7 @@ void GradientSync::retire(std::size_t b) {
                         launched_us_[b], static_cast<std::int64_t>(b), "bucket");
   if (gathering_ || options_.wire == Precision::fp32) return;
   const Bucket& bucket = buckets_[b];
-  if (options_.zero1) {
+  if (zero1_) {
     const std::size_t s = bucket.shard_offset;
     kernels::from_half(options_.wire,
                        kernels::ConstHalfVector(shard_wire_.data() + s, bucket.piece),
@@ -183,11 +193,12 @@ double GradientSync::wire_bytes_per_step() const {
 
 double GradientSync::fp32_bytes_per_step() const {
   const double p = dp_size_;
-  const double fraction = (options_.zero1 && options_.shared == nullptr ? 1.0 : 2.0) * (p - 1) / p;
+  const double fraction = (zero1_ && options_.shared == nullptr ? 1.0 : 2.0) * (p - 1) / p;
   return fraction * static_cast<double>(store_.buffer_size()) * sizeof(float);
 }
 
 void GradientSync::grads_final_from(std::size_t offset) {
+  if (exchange_) return;  // the units reduce themselves; the outer buckets after backward
   if (!armed_ || !options_.overlap || options_.shared != nullptr || powersgd_now_) return;
   offset = std::max(offset, hold_below_);
   // Buckets become final from the top down: start each one lying wholly at >= offset.
@@ -219,7 +230,7 @@ void GradientSync::finish_reduction() {
   }
   if (powersgd_now_) {
     powersgd_->reduce();
-    if (options_.zero1) {  // this rank's pieces of the (approximate) sum: the shard
+    if (zero1_) {  // this rank's pieces of the (approximate) sum: the shard
       const auto r = static_cast<std::size_t>(dp_.rank());
       for (const Bucket& bucket : buckets_) {
         const std::size_t first = bucket.begin + r * bucket.piece;
@@ -233,9 +244,10 @@ void GradientSync::finish_reduction() {
     return;
   }
   started_early_ = buckets_.size() - first_started_;
+  if (exchange_) exchange_->finish_reduction();
   while (first_started_ > 0) {
     --first_started_;
-    start_bucket(first_started_, false);
+    if (buckets_[first_started_].unit < 0) start_bucket(first_started_, false);
   }
   wait_all();
   first_started_ = buckets_.size();
@@ -243,7 +255,7 @@ void GradientSync::finish_reduction() {
 }
 
 const FloatView& GradientSync::update_grads() const {
-  return options_.zero1 ? shard_grads_ : store_.grads();
+  return zero1_ ? shard_grads_ : store_.grads();
 }
 
 ConstMaskView GradientSync::gather_shard(ConstMaskView full) const {
@@ -251,7 +263,7 @@ ConstMaskView GradientSync::gather_shard(ConstMaskView full) const {
                   "GradientSync::gather_shard: mask of " + std::to_string(full.extent(0)) +
                       " elements, the parameter buffer holds " +
                       std::to_string(store_.buffer_size()));
-  if (!options_.zero1) return full;
+  if (!zero1_) return full;
   MaskView shard(std::string("trellis::zero1::") + full.label(), update_size_);
   const auto r = static_cast<std::size_t>(dp_.rank());
   for (const Bucket& bucket : buckets_) {
@@ -263,7 +275,7 @@ ConstMaskView GradientSync::gather_shard(ConstMaskView full) const {
 }
 
 std::vector<GradientSync::ShardRange> GradientSync::shard_ranges() const {
-  if (!options_.zero1) return {ShardRange{0, store_.buffer_size(), 0}};
+  if (!zero1_) return {ShardRange{0, store_.buffer_size(), 0}};
   const auto r = static_cast<std::size_t>(dp_.rank());
   std::vector<ShardRange> ranges;
   for (const Bucket& bucket : buckets_) {
@@ -274,7 +286,7 @@ std::vector<GradientSync::ShardRange> GradientSync::shard_ranges() const {
 }
 
 void GradientSync::finish_update() {
-  if (!options_.zero1) return;
+  if (!zero1_) return;
   TRELLIS_REQUIRE(first_started_ == buckets_.size(),
                   "GradientSync::finish_update() while a reduction is in flight");
   if (options_.shared != nullptr) {
@@ -282,15 +294,17 @@ void GradientSync::finish_update() {
     return;
   }
   gathering_ = true;
-  for (std::size_t b = 0; b < buckets_.size(); ++b) start_bucket(b, true);
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    if (!params_sharded() || buckets_[b].unit < 0) start_bucket(b, true);
   wait_all();
   gathering_ = false;
+  if (params_sharded()) exchange_->invalidate();  // the units gather when next used
 }
 
 void GradientSync::reduce_shared() {
   options_.shared->barrier();  // every rank's gradients are final
   const auto r = static_cast<std::size_t>(dp_.rank());
-  if (options_.zero1) {
+  if (zero1_) {
     // Slice r (the one bucket's piece r), summed over the peers in place: the shard.
     const std::size_t piece = update_size_;
     shared_reduction::sum_into(peer_grads_, r * piece, piece, own_grads_, r * piece);

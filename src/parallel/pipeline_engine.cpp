@@ -1,9 +1,9 @@
 #include "trellis/parallel/pipeline_engine.hpp"
 
-#include "trellis/nn/buffer_pool.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/timer.hpp"
 #include "trellis/core/trace.hpp"
+#include "trellis/nn/buffer_pool.hpp"
 
 #include <string>
 
@@ -28,9 +28,9 @@ PipelineEngine::PipelineEngine(std::vector<std::unique_ptr<nn::Model>> replicas,
       losses_.push_back(std::make_unique<nn::SoftmaxCrossEntropy>(
           m.local_classes(), static_cast<int>(cap_rows), m.class_offset(), m.classes(), vocab_tp));
     if (!m.first_stage())
-      inputs_.push_back(nn::layer_buffer(nn::BufferRole::own,
-                                         "trellis::pipeline::input" + std::to_string(s),
-                                         cap_rows * static_cast<std::size_t>(m.stage_input_width())));
+      inputs_.push_back(
+          nn::layer_buffer(nn::BufferRole::own, "trellis::pipeline::input" + std::to_string(s),
+                           cap_rows * static_cast<std::size_t>(m.stage_input_width())));
   }
   if (!m.last_stage())
     output_grad_ = nn::layer_buffer(nn::BufferRole::own, "trellis::pipeline::output_grad",

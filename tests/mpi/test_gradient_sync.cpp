@@ -41,7 +41,7 @@ TEST_CASE("GradientSync sums gradients over dp, overlapped with backward", "[dp_
         GradientSyncOptions options;
         options.bucket_bytes = bucket_bytes;
         options.overlap = overlap;
-        options.zero1 = zero1;
+        options.zero = zero1;
         GradientSync sync(dp, net.store, options);
         const std::size_t multiple = GradientSync::padding_multiple(dp.size());
         const std::size_t max_bucket =
@@ -86,7 +86,7 @@ TEST_CASE("GradientSync leaves non-last micro-batches alone", "[dp_sync_mpi]") {
     net.simulate_progress = !model_reports;
     GradientSyncOptions options;
     options.bucket_bytes = 64;
-    options.zero1 = zero1;
+    options.zero = zero1;
     GradientSync sync(dp, net.store, options);
     net.store.zero_grads();
     sync.begin_backward(false);
@@ -127,7 +127,7 @@ TEST_CASE("ZeRO-1 steps match unsharded steps and shrink the optimizer state", "
     net.simulate_progress = !model_reports;
     GradientSyncOptions options;
     options.bucket_bytes = 512;
-    options.zero1 = zero1;
+    options.zero = zero1;
     GradientSync sync(dp, net.store, options);
     if (zero1) {
       CHECK(sync.update_size() * static_cast<std::size_t>(dp.size()) == net.store.buffer_size());
@@ -191,7 +191,7 @@ TEST_CASE("GradientSync restores its master shard and rejects unpadded stores", 
   Net net(dp.size());
   GradientSyncOptions options;
   options.bucket_bytes = 256;
-  options.zero1 = true;
+  options.zero = true;
   {
     GradientSync sync(dp, net.store, options);
     // Restore: new parameters written into the store are what the update windows see (there is

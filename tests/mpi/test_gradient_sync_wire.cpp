@@ -71,7 +71,7 @@ TEST_CASE("A 16-bit gradient wire reduces like fp32 within the format's rounding
           GradientSyncOptions options;
           options.bucket_bytes = bucket_bytes;
           options.overlap = overlap;
-          options.zero1 = zero1;
+          options.zero = zero1;
           options.wire = format;
           GradientSync sync(dp, net.store, options);
           reduce_step(net, sync, 0);

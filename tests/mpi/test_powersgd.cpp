@@ -101,7 +101,7 @@ TEST_CASE("GradientSync runs PowerSGD from its start step, ZeRO-1 included", "[d
     INFO("zero1 " << zero1);
     Net net(dp.size());
     GradientSyncOptions options;
-    options.zero1 = zero1;
+    options.zero = zero1;
     options.powersgd.rank = 2;
     options.powersgd.start_step = 1;
     GradientSync sync(dp, net.store, options);

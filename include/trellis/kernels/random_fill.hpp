@@ -15,11 +15,14 @@ namespace trellis::kernels {
 // Examples: rows r0.. of a matrix: {first = r0 * cols}; column block k of [rows, cols] over p
 // ranks: {piece = cols / p, parts = p, index = k}; the q|k|v rows of a fused [3d, d] weight
 // split by heads: {inner = d, piece = d / p, sections = 3, parts = p, index = k}.
+// skip: the buffer starts at element `skip` of the shard (a ZeRO-3 rank's range of it).
 struct ShardIndexMap {
   std::uint64_t first = 0;
   std::uint64_t inner = 1, piece = 0, sections = 1, parts = 1, index = 0;
+  std::uint64_t skip = 0;
 
   KOKKOS_INLINE_FUNCTION std::uint64_t operator()(std::uint64_t e) const {
+    e += skip;
     if (piece == 0) return first + e;
     const std::uint64_t i = e % inner;
     std::uint64_t rest = e / inner;

@@ -29,6 +29,12 @@
 // layer that reads it. The attention is not recomputed: with flash attention nothing of size T x T
 // is kept, and its outputs cost GEMMs. Bitwise equal gradients as with full recomputation.
 //
+// Units (ZeRO-2/3): given the parameter store, each block's parameters form one unit of it
+// (ParameterStore::begin_unit / end_unit around the block's construction), and the store's
+// UnitListener hears of every block forward (recomputed ones included), before every block
+// backward and after it: there the data-parallel exchange gathers a block's sharded
+// parameters and reduce-scatters its gradients.
+//
 // Memory per stack, rows = capacity rows, A = one block's saved bytes per row, C = its cheap
 // part (2 d + d_ff floats):
 //   none       n_block * A * rows                     + 2 scratch blocks
@@ -39,6 +45,7 @@
 #include "trellis/core/kokkos_types.hpp"
 #include "trellis/nn/buffer_pool.hpp"
 #include "trellis/nn/layer.hpp"
+#include "trellis/nn/parameter_store.hpp"
 
 #include <cstddef>
 #include <functional>
@@ -61,8 +68,10 @@ const char* recompute_name(Recompute mode);
 
 class BlockStack {
  public:
-  // name: the allocation label stem of the pools ("h"); capacity_rows: every block's capacity.
-  BlockStack(const std::string& name, RecomputeSpec spec, int capacity_rows);
+  // name: the allocation label stem of the pools ("h"); capacity_rows: every block's capacity;
+  // units: the store the blocks register in, to make each block a unit of it (or null).
+  BlockStack(const std::string& name, RecomputeSpec spec, int capacity_rows,
+             ParameterStore* units = nullptr);
   BlockStack(const BlockStack&) = delete;
   BlockStack& operator=(const BlockStack&) = delete;
 
@@ -93,8 +102,15 @@ class BlockStack {
     return (i + 1) % static_cast<std::size_t>(spec_.every) == 0 || i + 1 == blocks_.size();
   }
 
+  // The store's unit listener, told of block i (nothing without units or a listener).
+  void before_forward(std::size_t i) const;
+  void before_backward(std::size_t i) const;
+  void after_backward(std::size_t i) const;
+
   std::string name_;
   RecomputeSpec spec_;
+  ParameterStore* units_store_ = nullptr;
+  std::vector<std::size_t> unit_of_;  // block i's unit index in the store
   int capacity_;
   std::unique_ptr<BufferPool> scratch_[2];
   std::vector<std::unique_ptr<BufferPool>> saved_;  // [every] with full recomputation

@@ -30,6 +30,18 @@
 // Overlapped gradient reduction: models call grads_final_from(offset) during backward when
 // every gradient at offsets >= offset has received its last contribution of the call; the
 // store passes it to a GradReadyListener (the data-parallel reducer), if one is set.
+//
+// Units and placement (ZeRO-2/3, parallel/zero_layout.hpp). A model marks the parameters of
+// each block it runs one after another as a unit (BlockStack: begin_unit() before the block
+// registers, end_unit() after). With a unit alignment set (dp x kAlignment), both pad the
+// cursor to it, so each unit and each gap between units splits evenly over the dp ranks.
+// place() then maps [logical_begin, logical_end) ranges of the flat space onto smaller
+// PHYSICAL buffers: ZeRO-2 folds the gradients, ZeRO-3 also the parameters, of unit k onto
+// slot k mod 2, which holds one unit at a time. ParamInfo::offset stays logical (the space
+// shards, buckets and checkpoints address); param_vector(i), grad_vector(i), compute_operand(i)
+// and params()/grads() address the physical buffers. A UnitListener (the ZeRO exchange) is
+// told before a unit's forward and backward and after its backward, so that it gathers the
+// unit's parameters into its slot and reduce-scatters the unit's gradients out of it.
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
@@ -93,6 +105,27 @@ class GradReadyListener {
   virtual void grads_final_from(std::size_t offset) = 0;
 };
 
+// [begin, end) of the logical flat space: the parameters of one unit.
+struct UnitRange {
+  std::size_t begin = 0, end = 0;
+};
+
+// Logical range [logical_begin, logical_end) lives at physical_begin of a physical buffer.
+struct Placement {
+  std::size_t logical_begin = 0, logical_end = 0, physical_begin = 0;
+};
+
+// Told as a model runs its units (see above); unit indices are those of ParameterStore::units().
+class UnitListener {
+ public:
+  virtual ~UnitListener() = default;
+  virtual void before_forward(std::size_t unit) = 0;
+  virtual void before_backward(std::size_t unit) = 0;
+  virtual void after_backward(std::size_t unit) = 0;
+  // Between recomputing(true) and recomputing(false) forwards rerun inside backward.
+  virtual void recomputing(bool on) { (void)on; }
+};
+
 class ParameterStore {
  public:
   static constexpr std::size_t kAlignment = 16;  // floats
@@ -119,6 +152,34 @@ class ParameterStore {
   // in replica mode the end of the parameter add() returned last.
   std::size_t registration_cursor() const { return replica_ ? replica_cursor_ : buffer_size_; }
 
+  // Units (see above). set_unit_alignment() before the first add(); begin_unit() returns the
+  // unit's index (in replica mode: the original's unit at the same position).
+  void set_unit_alignment(std::size_t floats);
+  std::size_t begin_unit();
+  void end_unit();
+  const std::vector<UnitRange>& units() const { return units_; }
+  void set_unit_listener(UnitListener* listener) { unit_listener_ = listener; }
+  UnitListener* unit_listener() const { return unit_listener_; }
+
+  // Placement (see above), before finalize(). An empty list keeps that buffer logical (the
+  // identity). With the parameters placed (ZeRO-3) finalize() draws only the parameters that
+  // belong to no unit; the owner draws each rank's share of the others (initialize_range) and
+  // gathers units into their slots, calling refresh_unit_compute() after each gather.
+  void place(std::vector<Placement> params, std::size_t param_floats, std::vector<Placement> grads,
+             std::size_t grad_floats);
+  bool params_placed() const { return !param_placement_.empty(); }
+  std::size_t param_floats() const { return param_floats_; }  // physical, after place()
+  std::size_t grad_floats() const { return grad_floats_; }
+  // Whether parameter i lies in a unit.
+  bool in_unit(std::size_t i) const;
+  // Draws elements [begin, end) of parameter i's (local) piece into out [end - begin]: the
+  // values finalize() would give them.
+  void initialize_range(std::size_t i, std::size_t begin, std::size_t end,
+                        kernels::Vector out) const;
+  // The compute copy of the parameters in logical [begin, end), with the step of the last
+  // refresh_compute_copy() (its stochastic draws).
+  void refresh_compute_range(std::size_t begin, std::size_t end);
+
   // Grows buffer_size() to a multiple of `multiple` floats (ZeRO-1 shards and buckets must
   // divide evenly over the dp ranks); the padding is zero. Before finalize().
   void pad_to_multiple(std::size_t multiple);
@@ -141,13 +202,15 @@ class ParameterStore {
   // Length of the flat buffers, padding included (known after add()s, before finalize()).
   std::size_t buffer_size() const { return buffer_size_; }
 
-  // Whole flat buffers: [buffer_size()]. Only after finalize().
+  // Whole flat buffers: [param_floats()] / [grad_floats()] (== buffer_size() unless placed).
+  // Only after finalize().
   const FloatView& params() const;
   const FloatView& grads() const;
   // [buffer_size()]: 1 where weight decay applies, 0 elsewhere (padding included).
   const MaskView& decay_mask() const;
 
   // Parameter i's window [numel]: managed subviews, for optimizers, checkpoints and tests.
+  // Placed parameters (ZeRO-3): only valid while parameter i's unit is in its slot.
   FloatView param(std::size_t i) const;
   FloatView grad(std::size_t i) const;
   // Unmanaged windows for the hot loop (no reference counting). The matrix forms need a 2-D
@@ -190,8 +253,14 @@ class ParameterStore {
 
  private:
   void require_finalized(const char* what) const;
-  kernels::Vector param_window(const FloatView& buffer, std::size_t i) const;
-  Matrix matrix_window(const FloatView& buffer, std::size_t i) const;
+  // Parameter i's window of a physical buffer that follows the parameters' (or, with
+  // grads = true, the gradients') placement.
+  kernels::Vector param_window(const FloatView& buffer, std::size_t i, bool grads = false) const;
+  Matrix matrix_window(const FloatView& buffer, std::size_t i, bool grads = false) const;
+  void resolve_placement();  // param_at_, grad_at_ from the placements
+  void refresh_param(std::size_t i);
+  static std::size_t physical(const std::vector<Placement>& placement, std::size_t offset,
+                              std::size_t numel, const std::string& name);
 
   std::vector<ParamInfo> infos_;
   std::unordered_map<std::string, std::size_t> by_name_;
@@ -202,14 +271,22 @@ class ParameterStore {
   GradReadyListener* listener_ = nullptr;
   bool replica_ = false;
   std::size_t replica_cursor_ = 0;
-  FloatView params_;                               // [buffer_size_]
-  FloatView grads_;                                // [buffer_size_]
+  std::size_t unit_alignment_ = 0;
+  std::vector<UnitRange> units_;
+  std::size_t replica_units_ = 0;  // units begun in the current replica
+  UnitListener* unit_listener_ = nullptr;
+  std::vector<Placement> param_placement_, grad_placement_;  // empty: identity
+  std::size_t param_floats_ = 0, grad_floats_ = 0;
+  std::vector<std::size_t> param_at_, grad_at_;    // per parameter: its physical offsets
+  std::int64_t compute_step_ = 0;                  // of the last refresh_compute_copy()
+  FloatView params_;                               // [param_floats_]
+  FloatView grads_;                                // [grad_floats_]
   TrackedBytes external_params_, external_grads_;  // in the ledger when the caller's memory
   MaskView decay_mask_;                            // [buffer_size_] 1 where decay applies
   Autocast autocast_;
   bool stochastic_rounding_ = false;
-  FloatView compute_params_;  // [buffer_size_] params rounded to autocast_.mode; emulated only
-  kernels::HalfView compute_half_;  // [buffer_size_] params in 16 bits; native only
+  FloatView compute_params_;  // [param_floats_] params rounded to autocast_.mode; emulated only
+  kernels::HalfView compute_half_;  // [param_floats_] params in 16 bits; native only
 };
 
 }  // namespace trellis::nn

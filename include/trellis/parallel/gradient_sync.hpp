@@ -23,6 +23,17 @@
 //                per bucket, update_windows(): no packed copy of the parameters), and
 //                finish_update() all-gathers them in place into store.params()[b0, b1).
 //
+// ZeRO-2 / ZeRO-3 (options.zero >= 2; communicator exchange, fp32 wire, no PowerSGD): the
+// buckets follow the store's units (zero_layout.hpp): one bucket per unit, the outer ranges cut
+// into buckets as above. The units' gradients (ZeRO-3: and parameters) live in two slots of
+// the physical buffers; UnitExchange reduce-scatters each unit's gradients into the shard
+// after its backward, every micro-batch, and (ZeRO-3) gathers its parameters before use.
+// finish_reduction() reduce-scatters the outer buckets (whole in the physical gradients, they
+// accumulate over the micro-batches). ZeRO-3 keeps the parameters' shard in a buffer of its own
+// [update_size] (the update windows); finish_update() all-gathers only the outer buckets into
+// the physical parameters and marks every slot stale. ZeRO-2 updates and gathers the
+// parameters in place as ZeRO-1 does.
+//
 // Calling sequence per training step:
 //   store.zero_grads();
 //   for each micro-batch k:
@@ -71,6 +82,8 @@
 #include "trellis/kernels/precision_cast.hpp"
 #include "trellis/nn/parameter_store.hpp"
 #include "trellis/parallel/powersgd.hpp"
+#include "trellis/parallel/unit_exchange.hpp"
+#include "trellis/parallel/zero_layout.hpp"
 
 #include <cstddef>
 #include <memory>
@@ -81,7 +94,7 @@ namespace trellis {
 struct GradientSyncOptions {
   std::size_t bucket_bytes = 25u << 20;  // parallel.bucket_mb
   bool overlap = true;  // launch buckets from grads_final_from() during the last backward
-  bool zero1 = false;   // parallel.zero = 1
+  int zero = 0;  // parallel.zero: 0 (none), 1 (optimizer state), 2 (+ gradients), 3 (+ params)
   // parallel.grad_exchange = shared_memory: the dp group's window, at least
   // shared_floats(buffer_size, zero1) floats per rank, whose part holds this rank's
   // gradients (the first buffer_size floats) and with zero1 its parameters (the next ones):
@@ -141,7 +154,14 @@ class GradientSync : public nn::GradReadyListener {
   // Where clipping and the optimizer step work: the whole flat buffers, or (zero1) this rank's
   // shard. update_grads() is [update_size()]; the parameters of update element i are
   // update_windows()' (in place in store.params()).
-  bool sharded() const { return options_.zero1; }
+  bool sharded() const { return options_.zero >= 1; }
+  int zero_stage() const { return options_.zero; }
+  // ZeRO-3: the parameters of the update space live in shard_params() [update_size], not in
+  // store.params() (which holds the outer ranges and the unit slots).
+  bool params_sharded() const { return options_.zero >= 3; }
+  const FloatView& shard_params() const { return shard_params_; }
+  // ZeRO-2/3: the per-unit exchange (gather counts for the log); null otherwise.
+  const UnitExchange* unit_exchange() const { return exchange_.get(); }
   std::size_t update_size() const { return update_size_; }
   const std::vector<ParamWindow>& update_windows() const { return windows_; }
   const FloatView& update_grads() const;
@@ -176,7 +196,13 @@ class GradientSync : public nn::GradReadyListener {
     std::size_t end = 0;
     std::size_t piece = 0;         // (end - begin) / dp: one rank's share
     std::size_t shard_offset = 0;  // s_b: where this rank's piece sits in the update space
+    long unit = -1;                // ZeRO-2/3: the layout unit it is (-1: an outer bucket)
+    std::size_t grads_at = 0;      // physical begin in store.grads() / store.params()
+    std::size_t params_at = 0;
   };
+  // ZeRO-2/3 setup: the buckets from the layout, the shard, the unit exchange.
+  void build_buckets(std::size_t bucket_elems, const ZeroLayout* layout);
+  void build_zero_shard(const ZeroLayout& layout);
 
   // Starts bucket b's reduction (gather = false) or its all-gather (gather = true).
   void start_bucket(std::size_t b, bool gather);
@@ -191,6 +217,7 @@ class GradientSync : public nn::GradReadyListener {
   nn::ParameterStore& store_;
   GradientSyncOptions options_;
   int dp_size_ = 1;
+  bool zero1_ = false;  // the optimizer's update space is this rank's shard (ZeRO >= 1)
   std::size_t update_size_ = 0;
   std::vector<Bucket> buckets_;
   std::vector<CommRequest> requests_;  // one per bucket, sized once
@@ -211,6 +238,8 @@ class GradientSync : public nn::GradReadyListener {
   kernels::HalfView shard_wire_;     // compressed wire + zero1: [update_size] reduced shard
   bool gathering_ = false;           // the requests in flight are finish_update()'s gathers
   std::unique_ptr<PowerSgd> powersgd_;
+  FloatView shard_params_;  // ZeRO-3: [update_size] this rank's parameters
+  std::unique_ptr<UnitExchange> exchange_;
   bool powersgd_now_ = false;
 };
 

@@ -243,9 +243,10 @@ const std::vector<ConfigEntry>& config_table() {
           "builds with every dp rank on one node) | auto (shared_memory where it applies)",
           choice, FIELD(parallel.grad_exchange), {"auto", "communicator", "shared_memory"}),
       KEY("parallel.zero", "0",
-          "1: ZeRO-1, optimizer state sharded over the data-parallel ranks (reduce-scatter "
-          "gradients, update the own shard, all-gather parameters)",
-          named, FIELD(parallel.zero), {{"0", false}, {"1", true}}),
+          "sharding over the data-parallel ranks: 0 none | 1 optimizer state (ZeRO-1) | 2 also "
+          "gradients, reduce-scattered per block (ZeRO-2) | 3 also parameters, gathered per "
+          "block before use (ZeRO-3)",
+          integer, FIELD(parallel.zero), 0, 3),
       KEY("parallel.grad_dtype", "fp32",
           "data-parallel gradient wire format: fp32 | bf16 | fp16 (buckets cast down, summed "
           "with fp32 arithmetic, cast back; communicator exchange only)",

@@ -17,6 +17,28 @@ namespace {
 
 [[noreturn]] void fail(const std::string& message) { throw ConfigError(printable(message)); }
 
+// ZeRO-2/3 reduce and gather per block, through the communicator, in fp32.
+void check_zero_sharding(const TrainConfig& c, const ModelRegistration& model) {
+  const std::string zero = "config keys parallel.zero = " + std::to_string(c.parallel.zero);
+  if (!model.recompute_blocks)
+    fail(zero + " and model.type = " + model.name +
+         ": ZeRO-2/3 shard by block (gpt, llama, cnn); use parallel.zero = 1 for this model");
+  if (c.parallel.grad_exchange == "shared_memory")
+    fail(zero +
+         " and parallel.grad_exchange = shared_memory: ZeRO-2/3 reduce-scatter each "
+         "block through the communicator; use parallel.grad_exchange = communicator or auto");
+  if (c.parallel.grad_dtype != Precision::fp32 || c.parallel.powersgd_rank > 0)
+    fail(zero + " and " +
+         (c.parallel.powersgd_rank > 0
+              ? std::string("parallel.powersgd_rank")
+              : "parallel.grad_dtype = " + std::string(precision_name(c.parallel.grad_dtype))) +
+         ": ZeRO-2/3 reduce fp32 gradients uncompressed; use parallel.zero = 1 with compression");
+  if (c.parallel.zero == 3 && c.prune.method != "none" && !c.prune.method.empty())
+    fail(zero + " and prune.method = " + c.prune.method +
+         ": pruning masks are computed from whole tensors, which ZeRO-3 never gathers at once; "
+         "use parallel.zero = 2 (or 1) with pruning");
+}
+
 // Rules that involve more than one key; each names every key it involves.
 void check_combinations(const TrainConfig& c) {
   const ModelRegistration& model = model_registration(c.model.type);
@@ -48,6 +70,7 @@ void check_combinations(const TrainConfig& c) {
     fail("config keys memory.recompute = " + c.memory.recompute + " and model.type = " +
          model.name + ": recomputation works on transformer blocks (gpt, llama); use " +
          "memory.recompute = none for this model");
+  if (c.parallel.zero >= 2) check_zero_sharding(c, model);
   if (c.parallel.pp == 1 && !c.parallel.stages.empty())
     fail("config key parallel.stages = '" + c.parallel.stages +
          "' needs parallel.pp > 1 (it splits the model into pipeline stages); with "

@@ -58,37 +58,43 @@ std::vector<TensorPiece> CheckpointManager::pieces(bool with_optimizer) const {
     piece.writer = owns_piece(info.shard.sharded(), model_.is_stage_copy(info.name), dp, at);
     return piece;
   };
-  for (std::size_t i = 0; i < store.size(); ++i) {
-    TensorPiece piece =
-        piece_of("params/" + store.info(i).name, store.info(i), DpCopies::identical);
-    piece.local = store.param(i);
-    pieces.push_back(std::move(piece));
-  }
-  if (with_optimizer) {
-    // Optimizer state lives in the update views ([update size]): the whole flat buffer, or
-    // with ZeRO-1 this rank's shard, one piece per bucket. Each rank writes and reads its own
-    // ranges of each parameter's piece (ZeRO-1: DpCopies::distinct), nobody gathers.
-    const GradientSync& sync = model_.sync();
-    const DpCopies dp = sync.sharded() ? DpCopies::distinct : DpCopies::identical;
-    const std::vector<GradientSync::ShardRange> ranges = sync.shard_ranges();
-    for (const auto& [state_name, view] : model_.optimizer().state())
-      for (std::size_t i = 0; i < store.size(); ++i) {
-        const nn::ParamInfo& info = store.info(i);
-        for (const GradientSync::ShardRange& range : ranges) {
-          const std::size_t first = std::max(info.offset, range.flat_begin);
-          const std::size_t end = std::min(info.offset + info.numel, range.flat_end);
-          if (first >= end) continue;
-          TensorPiece piece = piece_of("optim/" + state_name + "/" + info.name, info, dp);
-          if (first != info.offset || end != info.offset + info.numel) {
-            piece.range_begin = first - info.offset;
-            piece.range_end = end - info.offset;
-          }
-          const std::size_t local = range.shard_offset + (first - range.flat_begin);
-          piece.local = slice(view, local, local + (end - first));
-          pieces.push_back(std::move(piece));
+  // What lives in the update views ([update size]: the whole flat buffer, or with ZeRO this
+  // rank's shard, one piece per bucket): each rank writes and reads its own ranges of each
+  // parameter's piece (sharded: DpCopies::distinct), nobody gathers.
+  const GradientSync& sync = model_.sync();
+  const DpCopies dp = sync.sharded() ? DpCopies::distinct : DpCopies::identical;
+  const std::vector<GradientSync::ShardRange> ranges = sync.shard_ranges();
+  const auto add_ranges = [&](const std::string& prefix, const FloatView& view) {
+    for (std::size_t i = 0; i < store.size(); ++i) {
+      const nn::ParamInfo& info = store.info(i);
+      for (const GradientSync::ShardRange& range : ranges) {
+        const std::size_t first = std::max(info.offset, range.flat_begin);
+        const std::size_t end = std::min(info.offset + info.numel, range.flat_end);
+        if (first >= end) continue;
+        TensorPiece piece = piece_of(prefix + info.name, info, dp);
+        if (first != info.offset || end != info.offset + info.numel) {
+          piece.range_begin = first - info.offset;
+          piece.range_end = end - info.offset;
         }
+        const std::size_t local = range.shard_offset + (first - range.flat_begin);
+        piece.local = slice(view, local, local + (end - first));
+        pieces.push_back(std::move(piece));
       }
+    }
+  };
+  if (sync.params_sharded()) {  // ZeRO-3: no rank holds a whole parameter
+    add_ranges("params/", sync.shard_params());
+  } else {
+    for (std::size_t i = 0; i < store.size(); ++i) {
+      TensorPiece piece =
+          piece_of("params/" + store.info(i).name, store.info(i), DpCopies::identical);
+      piece.local = store.param(i);
+      pieces.push_back(std::move(piece));
+    }
   }
+  if (with_optimizer)
+    for (const auto& [state_name, view] : model_.optimizer().state())
+      add_ranges("optim/" + state_name + "/", view);
   // Model buffers (BatchNorm running statistics) are equal on every rank that holds them.
   for (const nn::NamedBuffer& buffer : model_.model().buffers()) {
     TensorPiece piece;
@@ -185,7 +191,7 @@ std::optional<ResumePoint> CheckpointManager::resume_if_asked() {
       Stopwatch watch;
       load(dir, info);
       model_.optimizer().set_step_count(info.counters.at("optimizer_steps"));
-      model_.parameters_changed(info.step);
+      model_.parameters_loaded(info.step);
       ResumePoint point;
       point.dir = dir;
       point.step = info.step;
@@ -234,7 +240,7 @@ std::optional<ResumePoint> CheckpointManager::resume_or_start() {
     for (const std::string& note : notes) log_.warn(note);
   Stopwatch watch;
   read_weights_pieces(path, pieces(false), world);
-  model_.parameters_changed(0);
+  model_.parameters_loaded(0);
   char line[96];
   std::snprintf(line, sizeof(line), " (read in %.2f s)", watch.seconds());
   log_.info("init.weights: parameters from " + path + line);

@@ -6,6 +6,7 @@
 #include "trellis/parallel/grad_norm.hpp"
 #include "trellis/parallel/pipeline_schedule.hpp"
 #include "trellis/parallel/tensor_ownership.hpp"
+#include "trellis/parallel/zero_layout.hpp"
 #include "trellis/train/model/model_registry.hpp"
 
 #include <algorithm>
@@ -37,6 +38,9 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
       nn::resolve_autocast(config.precision.mode, config.precision.kernels, precision_notice_),
       config.precision.stochastic_rounding);
   const nn::RecomputeSpec recompute = recompute_spec(config.memory);
+  // ZeRO-2/3: every block a unit that splits evenly over the dp ranks (zero_layout.hpp).
+  if (config.parallel.zero >= 2)
+    store_.set_unit_alignment(GradientSync::padding_multiple(dp.size()));
   std::vector<std::unique_ptr<nn::Model>> replicas;
   const std::size_t first_offset = store_.registration_cursor();
   replicas.push_back(build_model(config.model, config.kernels, shape, capacity, store_, &dp, tp,
@@ -50,12 +54,17 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   model_ = replicas.front().get();
   tied_ = model_->tied_parameters();
   store_.pad_to_multiple(GradientSync::padding_multiple(dp.size()));  // even ZeRO-1 shards
+  if (config.parallel.zero >= 2) {
+    const ZeroLayout layout = zero_layout(store_.units(), store_.buffer_size());
+    store_.place(config.parallel.zero >= 3 ? layout.placement() : std::vector<nn::Placement>{},
+                 layout.physical_floats(), layout.placement(), layout.physical_floats());
+  }
   if (use_shared_exchange(config.parallel, grid)) {
     shared_window_ = std::make_unique<NodeSharedWindow>(
-        dp, GradientSync::shared_floats(store_.buffer_size(), config.parallel.zero));
+        dp, GradientSync::shared_floats(store_.buffer_size(), config.parallel.zero >= 1));
     float* part = shared_window_->part(dp.rank());
     store_.finalize(config.train.seed, part,
-                    config.parallel.zero ? part + store_.buffer_size() : nullptr);
+                    config.parallel.zero >= 1 ? part + store_.buffer_size() : nullptr);
   } else {
     store_.finalize(config.train.seed);
   }
@@ -64,7 +73,7 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   sync_options.shared = shared_window_.get();
   sync_options.bucket_bytes = static_cast<std::size_t>(config.parallel.bucket_mb * 1024 * 1024);
   sync_options.overlap = config.parallel.overlap;
-  sync_options.zero1 = config.parallel.zero;
+  sync_options.zero = config.parallel.zero;
   sync_options.wire = config.parallel.grad_dtype;
   sync_options.powersgd.rank = config.parallel.powersgd_rank;
   sync_options.powersgd.start_step = config.parallel.powersgd_start_step;
@@ -107,7 +116,7 @@ bool TrainingModel::use_shared_exchange(const ParallelConfig& parallel, const Pr
              ? std::string("parallel.powersgd_rank")
              : "parallel.grad_dtype = " + std::string(precision_name(parallel.grad_dtype))) +
         " needs communicator (or auto)");
-  if (mode == "communicator" || dp.size() == 1 || compressed) return false;
+  if (mode == "communicator" || dp.size() == 1 || compressed || parallel.zero >= 2) return false;
   // The portable build exchanges through the communicator, as a device build does.
   const bool host_mpi = kHostKernels && grid.backend() == CommBackend::mpi;
   const bool one_node = NodeSharedWindow::on_one_node(dp);  // collective: ask on every path
@@ -133,7 +142,7 @@ std::string TrainingModel::describe_exchange(const TrainConfig& config) const {
   if (config.parallel.powersgd_rank > 0)
     text += format_text(", PowerSGD rank %d from step %lld", config.parallel.powersgd_rank,
                         static_cast<long long>(config.parallel.powersgd_start_step));
-  return text + (config.parallel.zero ? ", ZeRO-1" : "");
+  return text + (config.parallel.zero > 0 ? ", ZeRO-" + std::to_string(config.parallel.zero) : "");
 }
 
 bool TrainingModel::is_stage_copy(const std::string& name) const {

@@ -143,7 +143,7 @@ struct ParallelConfig {
   double bucket_mb = 0;
   bool overlap = false;
   std::string grad_exchange;  // auto | communicator | shared_memory (TrainingModel resolves)
-  bool zero = false;          // ZeRO-1
+  int zero = 0;               // ZeRO stage: 0, 1 (optimizer state), 2 (+ grads), 3 (+ params)
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   std::string stages;                      // parallel.stages: units per stage, or empty (balanced)
   Precision grad_dtype = Precision::fp32;  // the data-parallel gradient wire format

@@ -57,6 +57,12 @@ class TrainingModel {
   // After every change to the parameters (optimizer step, checkpoint load): rebuilds the
   // 16-bit compute copy the GEMM layers read. `step`: optimizer steps taken.
   void parameters_changed(std::int64_t step) { store_.refresh_compute_copy(step); }
+  // After the parameters were read (a checkpoint, init.weights): ZeRO-3 read them into the
+  // shard, so the outer ranges are gathered and every unit's slot is stale.
+  void parameters_loaded(std::int64_t step) {
+    if (sync_->params_sharded()) sync_->finish_update();
+    parameters_changed(step);
+  }
 
   // Parameters this stage shares with another stage (the GPT's tied token table on the first
   // and last stage): their gradients are summed over the embedding group before the dp sync.
@@ -75,7 +81,6 @@ class TrainingModel {
   static bool use_shared_exchange(const ParallelConfig& parallel, const ProcessGrid& grid);
 
  private:
-
   std::unique_ptr<NodeSharedWindow> shared_window_;  // before store_: holds its gradients
   int grad_exchange_dp_ = 1;
   nn::ParameterStore store_;

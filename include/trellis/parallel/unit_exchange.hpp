@@ -1,0 +1,96 @@
+// UnitExchange: the per-unit half of ZeRO-2 and ZeRO-3 (GradientSync does the rest).
+//
+// Told by the blocks as they run (nn::UnitListener, through the parameter store):
+//
+//   ZeRO-3, parameters. Each unit's parameters exist whole only while it computes: before its
+//   forward and before its backward, this rank's piece of it (in the shard [update_size]) and
+//   every peer's are all-gathered into the unit's slot (zero_layout.hpp) and its compute copy
+//   refreshed. The next unit's gather is started when the current one begins (forward: k + 1,
+//   backward: k - 1), into the other slot, so that it travels while k computes; a slot that
+//   still holds the unit asked for is not gathered again (the last unit of forward is the
+//   first of backward). A recomputed forward gathers on demand and prefetches nothing.
+//
+//   ZeRO-2 and 3, gradients. Before a unit's backward its gradient slot is zeroed (after the
+//   reduction of the unit that used it last has completed); after the backward the slot is
+//   reduce-scattered (sum over dp) into a receive buffer [piece], which is added into this
+//   rank's shard of the gradients when it completes. Every micro-batch reduces; the shard
+//   accumulates.
+//
+// Every collective is started in the same order on every dp rank (the blocks run in the same
+// order everywhere), at most one gather and one reduction per slot in flight. Buffers: the
+// receive buffers, 2 x [largest piece]; nothing is allocated per step.
+#pragma once
+
+#include "trellis/comm/communicator.hpp"
+#include "trellis/core/kokkos_types.hpp"
+#include "trellis/nn/parameter_store.hpp"
+#include "trellis/parallel/zero_layout.hpp"
+
+#include <cstddef>
+#include <vector>
+
+namespace trellis {
+
+class UnitExchange : public nn::UnitListener {
+ public:
+  // Where layout unit k's piece sits in the shard (update space) and how long it is.
+  struct UnitShard {
+    std::size_t shard_offset = 0, piece = 0;
+  };
+  // stage 2 or 3. shard_params: ZeRO-3's [update_size] parameters (empty for ZeRO-2);
+  // shard_grads: [update_size]. All must outlive the exchange. Registers as the store's unit
+  // listener; the destructor detaches it.
+  UnitExchange(Communicator& dp, nn::ParameterStore& store, ZeroLayout layout, int stage,
+               std::vector<UnitShard> shards, FloatView shard_params, FloatView shard_grads);
+  ~UnitExchange() override;
+  UnitExchange(const UnitExchange&) = delete;
+  UnitExchange& operator=(const UnitExchange&) = delete;
+
+  void before_forward(std::size_t unit) override;
+  void before_backward(std::size_t unit) override;
+  void after_backward(std::size_t unit) override;
+  void recomputing(bool on) override { recomputing_ = on; }
+
+  // Completes every unit reduction (the shard then holds this step's unit gradients).
+  void finish_reduction();
+  // The shard's parameters changed (an update, a checkpoint): every slot is stale.
+  void invalidate();
+  // Gathers started, of them prefetched and already in their slot when needed (last step).
+  std::size_t gathers() const { return gathers_; }
+  std::size_t gathers_in_time() const { return in_time_; }
+  void reset_counts() { gathers_ = in_time_ = 0; }
+
+ private:
+  struct Slot {
+    long param_unit = -1;  // layout unit whose parameters the slot holds (or is receiving)
+    bool gathering = false;
+    CommRequest gather;
+    double gather_us = -1;
+    long grad_unit = -1;  // layout unit whose gradients the slot is reducing
+    bool reducing = false;
+    CommRequest reduce;
+    double reduce_us = -1;
+    FloatView received;  // [largest piece]
+  };
+
+  long layout_unit(std::size_t unit) const;
+  Slot& slot_of(std::size_t k) { return slots_[k % slots_.size()]; }
+  void ensure_params(std::size_t k);
+  void prefetch(std::size_t k);
+  void start_gather(std::size_t k);
+  void complete_gather(Slot& slot);
+  void complete_reduction(Slot& slot);
+  void progress();
+
+  Communicator& dp_;
+  nn::ParameterStore& store_;
+  ZeroLayout layout_;
+  int stage_;
+  std::vector<UnitShard> shards_;
+  FloatView shard_params_, shard_grads_;
+  std::vector<Slot> slots_;
+  bool recomputing_ = false;
+  std::size_t gathers_ = 0, in_time_ = 0;
+};
+
+}  // namespace trellis

@@ -1,0 +1,154 @@
+#include "trellis/parallel/unit_exchange.hpp"
+
+#include "trellis/core/error.hpp"
+#include "trellis/core/trace.hpp"
+#include "trellis/kernels/vector_ops.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace trellis {
+
+UnitExchange::UnitExchange(Communicator& dp, nn::ParameterStore& store, ZeroLayout layout,
+                           int stage, std::vector<UnitShard> shards, FloatView shard_params,
+                           FloatView shard_grads)
+    : dp_(dp),
+      store_(store),
+      layout_(std::move(layout)),
+      stage_(stage),
+      shards_(std::move(shards)),
+      shard_params_(shard_params),
+      shard_grads_(shard_grads) {
+  TRELLIS_REQUIRE(stage_ == 2 || stage_ == 3, "UnitExchange: ZeRO stage " + std::to_string(stage));
+  TRELLIS_REQUIRE(shards_.size() == layout_.units.size(), "UnitExchange: one shard per unit");
+  std::size_t largest = 0;
+  for (const UnitShard& shard : shards_) largest = std::max(largest, shard.piece);
+  slots_.resize(layout_.slots);
+  for (std::size_t s = 0; s < slots_.size(); ++s)
+    slots_[s].received = FloatView("trellis::zero::received." + std::to_string(s),
+                                   std::max<std::size_t>(largest, 1));
+  store_.set_unit_listener(this);
+}
+
+UnitExchange::~UnitExchange() { store_.set_unit_listener(nullptr); }
+
+long UnitExchange::layout_unit(std::size_t unit) const {
+  TRELLIS_REQUIRE(unit < layout_.layout_unit.size(),
+                  "UnitExchange: unit " + std::to_string(unit) + " unknown");
+  return layout_.layout_unit[unit];
+}
+
+void UnitExchange::before_forward(std::size_t unit) {
+  const long k = layout_unit(unit);
+  if (k < 0 || stage_ < 3) return;
+  ensure_params(static_cast<std::size_t>(k));
+  if (!recomputing_) prefetch(static_cast<std::size_t>(k) + 1);
+  progress();
+}
+
+void UnitExchange::before_backward(std::size_t unit) {
+  const long k = layout_unit(unit);
+  if (k < 0) return;
+  const auto u = static_cast<std::size_t>(k);
+  if (stage_ == 3) {
+    ensure_params(u);
+    if (u > 0) prefetch(u - 1);
+  }
+  // The slot's gradients are this unit's from here on: the last user's reduction is done.
+  Slot& slot = slot_of(u);
+  if (slot.reducing) complete_reduction(slot);
+  const nn::UnitRange& range = layout_.units[u];
+  const std::size_t at = layout_.slot_begin(u);
+  kernels::fill(kernels::Vector(store_.grads().data() + at, range.end - range.begin), 0.0f);
+  progress();
+}
+
+void UnitExchange::after_backward(std::size_t unit) {
+  const long k = layout_unit(unit);
+  if (k < 0) return;
+  const auto u = static_cast<std::size_t>(k);
+  Slot& slot = slot_of(u);
+  TRELLIS_REQUIRE(!slot.reducing, "UnitExchange: a unit's gradient slot reduced twice");
+  slot.grad_unit = k;
+  slot.reducing = true;
+  slot.reduce_us = trace::recording() ? trace::now_us() : -1.0;
+  slot.reduce = dp_.start_reduce_scatter(store_.grads().data() + layout_.slot_begin(u),
+                                         slot.received.data(), shards_[u].piece, ReduceOp::sum);
+  progress();
+}
+
+void UnitExchange::ensure_params(std::size_t k) {
+  Slot& slot = slot_of(k);
+  if (slot.param_unit == static_cast<long>(k)) {
+    if (slot.gathering) {
+      ++in_time_;
+      complete_gather(slot);  // prefetched: usually already here
+    }
+    return;
+  }
+  if (slot.gathering) complete_gather(slot);  // another unit's, not needed now
+  start_gather(k);
+  complete_gather(slot);
+}
+
+void UnitExchange::prefetch(std::size_t k) {
+  if (k >= layout_.units.size() || slots_.size() < 2) return;
+  Slot& slot = slot_of(k);
+  if (slot.param_unit == static_cast<long>(k) || slot.gathering) return;
+  start_gather(k);
+}
+
+void UnitExchange::start_gather(std::size_t k) {
+  Slot& slot = slot_of(k);
+  slot.param_unit = static_cast<long>(k);
+  slot.gathering = true;
+  slot.gather_us = trace::recording() ? trace::now_us() : -1.0;
+  ++gathers_;
+  slot.gather =
+      dp_.start_all_gather(shard_params_.data() + shards_[k].shard_offset,
+                           store_.params().data() + layout_.slot_begin(k), shards_[k].piece);
+}
+
+void UnitExchange::complete_gather(Slot& slot) {
+  dp_.wait(slot.gather);
+  slot.gathering = false;
+  const auto k = static_cast<std::size_t>(slot.param_unit);
+  trace::complete_async("comm", "parameter gather", slot.gather_us, static_cast<std::int64_t>(k),
+                        "unit");
+  store_.refresh_compute_range(layout_.units[k].begin, layout_.units[k].end);
+}
+
+void UnitExchange::complete_reduction(Slot& slot) {
+  dp_.wait(slot.reduce);
+  slot.reducing = false;
+  const auto k = static_cast<std::size_t>(slot.grad_unit);
+  trace::complete_async("comm", "gradient reduce-scatter", slot.reduce_us,
+                        static_cast<std::int64_t>(k), "unit");
+  const UnitShard& shard = shards_[k];
+  kernels::axpy(1.0f, kernels::ConstVector(slot.received.data(), shard.piece),
+                kernels::Vector(shard_grads_.data() + shard.shard_offset, shard.piece));
+}
+
+void UnitExchange::progress() {
+  for (Slot& slot : slots_) {
+    if (slot.gathering) dp_.test(slot.gather);
+    if (slot.reducing) dp_.test(slot.reduce);
+  }
+}
+
+void UnitExchange::finish_reduction() {
+  for (Slot& slot : slots_)
+    if (slot.reducing) complete_reduction(slot);
+}
+
+void UnitExchange::invalidate() {
+  for (Slot& slot : slots_) {
+    if (slot.gathering) {
+      dp_.wait(slot.gather);
+      slot.gathering = false;
+    }
+    slot.param_unit = -1;
+  }
+}
+
+}  // namespace trellis
