@@ -35,6 +35,8 @@ constexpr PrefixRule kRules[] = {
     {"trellis::params", MemoryCategory::parameters},
     {"trellis::grads", MemoryCategory::gradients},
     {"trellis::zero1::shard_grads", MemoryCategory::gradients},
+    {"trellis::zero3::shard_params", MemoryCategory::parameters},
+    {"trellis::zero::received", MemoryCategory::communication},  // per-unit reduce-scatters
     {"trellis::adam::", MemoryCategory::optimizer_state},
     {"trellis::sgd::", MemoryCategory::optimizer_state},
     {"trellis::rmsprop::", MemoryCategory::optimizer_state},

@@ -10,6 +10,7 @@
 #include "trellis/parallel/gradient_sync.hpp"
 #include "trellis/parallel/pipeline_engine.hpp"
 #include "trellis/parallel/pipeline_schedule.hpp"
+#include "trellis/parallel/zero_layout.hpp"
 #include "trellis/train/model/model_registry.hpp"
 
 #include <algorithm>
@@ -35,10 +36,16 @@ std::int64_t batch_bytes(std::int64_t samples, const DataShape& data) {
   return samples * 4 * (data.feature_numel + data.seq_len + rows);
 }
 
-// What the stage's model, pipeline buffers and losses allocate (by category), and its padded
-// parameter buffer size.
-std::size_t census_of_stage(const TrainConfig& config, const DataShape& data,
-                            const PlannedGrid& grid, int stage, MemoryPlan& plan) {
+// The stage's flat buffers, in floats: the logical (padded) size, the physical parameter and
+// gradient buffers (ZeRO-2/3 fold the blocks onto two slots, zero_layout.hpp) and the largest
+// unit's piece (ZeRO-2/3's receive buffers).
+struct StageBuffers {
+  std::int64_t logical = 0, params = 0, grads = 0, largest_piece = 0;
+};
+
+// What the stage's model, pipeline buffers and losses allocate (by category), and its buffers.
+StageBuffers census_of_stage(const TrainConfig& config, const DataShape& data,
+                             const PlannedGrid& grid, int stage, MemoryPlan& plan) {
   MemoryLedger census;
   const MemorySnapshot before = process_memory_ledger().snapshot();
   MemorySnapshot built;
@@ -60,6 +67,7 @@ std::size_t census_of_stage(const TrainConfig& config, const DataShape& data,
   const int slots =
       in_flight(schedule, grid.pp, stage, static_cast<int>(config.accumulation_steps(grid.dp)));
   const nn::RecomputeSpec recompute = recompute_spec(config.memory);
+  if (config.parallel.zero >= 2) store.set_unit_alignment(GradientSync::padding_multiple(grid.dp));
   {
     const nn::BufferCensus counting(census);
     std::vector<std::unique_ptr<nn::Model>> replicas;
@@ -80,7 +88,19 @@ std::size_t census_of_stage(const TrainConfig& config, const DataShape& data,
   for (int c = 0; c < kMemoryCategories; ++c)
     plan.bytes[c] +=
         counted.current[c] + std::max<std::int64_t>(0, built.current[c] - before.current[c]);
-  return store.buffer_size();
+  StageBuffers buffers;
+  buffers.logical = buffers.params = buffers.grads = static_cast<std::int64_t>(store.buffer_size());
+  if (config.parallel.zero >= 2) {
+    const ZeroLayout layout = zero_layout(store.units(), store.buffer_size());
+    buffers.grads = static_cast<std::int64_t>(layout.physical_floats());
+    if (config.parallel.zero >= 3) buffers.params = buffers.grads;
+    for (const nn::UnitRange& unit : layout.units)
+      buffers.largest_piece = std::max(buffers.largest_piece,
+                                       static_cast<std::int64_t>(unit.end - unit.begin) / grid.dp);
+    if (!layout.units.empty())
+      buffers.largest_piece = std::max<std::int64_t>(buffers.largest_piece, 1);
+  }
+  return buffers;
 }
 
 }  // namespace
@@ -94,13 +114,19 @@ MemoryPlan plan_memory(const TrainConfig& config, const DataShape& data, const P
   for (int stage = 0; stage < std::max(grid.pp, 1); ++stage) {
     MemoryPlan plan;
     plan.stage = stage;
-    const auto P = static_cast<std::int64_t>(census_of_stage(config, data, grid, stage, plan));
-    const bool zero = config.parallel.zero && grid.dp > 1;
+    const StageBuffers buffers = census_of_stage(config, data, grid, stage, plan);
+    const std::int64_t P = buffers.logical;
+    const int stage_of_zero = config.parallel.zero;
+    // ZeRO-2/3 shard at any dp (one rank: the shard is everything); ZeRO-1 from dp 2.
+    const bool zero = stage_of_zero >= 2 || (stage_of_zero == 1 && grid.dp > 1);
     const std::int64_t shard = zero ? P / grid.dp : P;  // the optimizer's update size
-    at(plan, MemoryCategory::parameters) += 4 * P;
-    at(plan, MemoryCategory::gradients) += 4 * P;
+    at(plan, MemoryCategory::parameters) += 4 * buffers.params;
+    if (stage_of_zero >= 3) at(plan, MemoryCategory::parameters) += 4 * shard;  // the shard's
+    at(plan, MemoryCategory::gradients) += 4 * buffers.grads;
     if (zero && !grid.shared_exchange)
       at(plan, MemoryCategory::gradients) += 4 * shard;  // the reduced shard
+    if (stage_of_zero >= 2)  // two receive buffers of the largest unit's piece
+      at(plan, MemoryCategory::communication) += 2 * 4 * buffers.largest_piece;
     at(plan, MemoryCategory::optimizer_state) += 4 * shard * optimizer_state_buffers(config.optim);
     // The decay mask, and the norm mask while it is cut to its shard (a byte per element).
     at(plan, MemoryCategory::other) += 2 * P + (zero ? shard : 0);
@@ -108,7 +134,7 @@ MemoryPlan plan_memory(const TrainConfig& config, const DataShape& data, const P
       std::string notice;
       const nn::Autocast autocast =
           nn::resolve_autocast(config.precision.mode, config.precision.kernels, notice);
-      at(plan, MemoryCategory::half_copies) += (autocast.native ? 2 : 4) * P;
+      at(plan, MemoryCategory::half_copies) += (autocast.native ? 2 : 4) * buffers.params;
     }
     if (config.parallel.grad_dtype != Precision::fp32 && grid.dp > 1)
       at(plan, MemoryCategory::communication) += 2 * P + (zero ? 2 * shard : 0);
@@ -154,9 +180,11 @@ void check_memory_limit(const TrainConfig& config, const MemoryPlan& plan,
                                    ? "selective or "
                                    : "") +
                    "full");
-  if (!config.parallel.zero && grid.dp > 1 && bytes(MemoryCategory::optimizer_state) > 0)
-    help.push_back("parallel.zero = 1 (optimizer state over the " + std::to_string(grid.dp) +
-                   " data-parallel ranks)");
+  const std::string ranks = " over the " + std::to_string(grid.dp) + " data-parallel ranks)";
+  if (grid.dp > 1 && config.parallel.zero < 3 && model.recompute_blocks)
+    help.push_back("parallel.zero = 3 (parameters, gradients and optimizer state" + ranks);
+  else if (grid.dp > 1 && config.parallel.zero < 1 && bytes(MemoryCategory::optimizer_state) > 0)
+    help.push_back("parallel.zero = 1 (optimizer state" + ranks);
   if (saved + bytes(MemoryCategory::workspace) > state && config.micro_batch() > 1)
     help.push_back("a smaller train.micro_batch (now " + std::to_string(config.micro_batch()) +
                    "; activations grow with it)");
