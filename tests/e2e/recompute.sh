@@ -85,7 +85,7 @@ limit=$("$py" -c 'import json, sys; print(0.8 * json.load(open(sys.argv[1]))["me
   "$WORK/dp4-plain/summary.json")
 trellis_run 4 "${gpt[@]}" --parallel.grad_exchange=communicator --memory.limit_gb="$limit" \
   --run.dir="$WORK/dp4-refused" > "$WORK/dp4-refused.log" 2>&1 && fail "dp 4 fitted under $limit GiB"
-grep -q "memory.limit_gb = .*would help: memory.recompute = selective or full.*parallel.zero = 1" \
+grep -q "memory.limit_gb = .*would help: memory.recompute = selective or full.*parallel.zero = 3" \
   "$WORK/dp4-refused.log" || fail "dp 4 refusal: $(grep -m1 error "$WORK/dp4-refused.log")"
 run dp4-fits 4 "${gpt[@]}" --parallel.grad_exchange=communicator --memory.limit_gb="$limit" \
   --parallel.zero=1 --memory.recompute=full
