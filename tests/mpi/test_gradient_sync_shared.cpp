@@ -52,7 +52,7 @@ TEST_CASE("GradientSync through node shared memory matches the communicator", "[
         CHECK((net.store.grads().data() == window.part(dp.rank())) == shared);
         GradientSyncOptions options;
         options.bucket_bytes = bucket_bytes;
-        options.zero1 = zero1;
+        options.zero = zero1;
         options.shared = shared ? &window : nullptr;
         GradientSync sync(dp, net.store, options);
         auto optimizer =
@@ -114,7 +114,7 @@ TEST_CASE("GradientSync rejects a shared window that does not hold its gradients
   small.store.finalize(1, short_window.part(dp.rank()));
   options.shared = &short_window;
   CHECK_NOTHROW(GradientSync(dp, small.store, options));
-  options.zero1 = true;
+  options.zero = true;
   CHECK_THROWS_AS(GradientSync(dp, small.store, options), Error);
   // Room for both, but the parameters live elsewhere: ZeRO-1's peers could not gather them.
   Net apart(dp.size(), false);
