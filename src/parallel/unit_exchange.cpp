@@ -110,7 +110,10 @@ void UnitExchange::start_gather(std::size_t k) {
 }
 
 void UnitExchange::complete_gather(Slot& slot) {
-  dp_.wait(slot.gather);
+  {  // The part of the gather compute did not hide (the timeline's exposed communication).
+    const trace::Span waiting("comm", "wait for parameter gather", slot.param_unit, "unit");
+    dp_.wait(slot.gather);
+  }
   slot.gathering = false;
   const auto k = static_cast<std::size_t>(slot.param_unit);
   trace::complete_async("comm", "parameter gather", slot.gather_us, static_cast<std::int64_t>(k),
