@@ -48,6 +48,8 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
       throw Error("GradientSync: ZeRO-" + std::to_string(options_.zero) +
                   " needs the communicator exchange with an fp32 wire and no PowerSGD");
     layout = zero_layout(store.units(), numel);
+  } else if (options.replica != nullptr) {
+    throw Error("GradientSync: hybrid sharding (a replica group) needs ZeRO-2 or ZeRO-3");
     if (store.grad_floats() != layout.physical_floats() ||
         (options_.zero >= 3) != store.params_placed())
       throw Error("GradientSync: the store is not placed for ZeRO-" +
@@ -250,6 +252,11 @@ void GradientSync::finish_reduction() {
     if (buckets_[first_started_].unit < 0) start_bucket(first_started_, false);
   }
   wait_all();
+  if (options_.replica != nullptr)  // hybrid sharding: the outer pieces over the replicas too
+    for (const Bucket& bucket : buckets_)
+      if (bucket.unit < 0)
+        options_.replica->all_reduce(shard_grads_.data() + bucket.shard_offset, bucket.piece,
+                                     ReduceOp::sum);
   first_started_ = buckets_.size();
   armed_ = false;
 }

@@ -9,10 +9,11 @@
 
 namespace trellis {
 
-UnitExchange::UnitExchange(Communicator& dp, nn::ParameterStore& store, ZeroLayout layout,
-                           int stage, std::vector<UnitShard> shards, FloatView shard_params,
-                           FloatView shard_grads)
+UnitExchange::UnitExchange(Communicator& dp, Communicator* replica, nn::ParameterStore& store,
+                           ZeroLayout layout, int stage, std::vector<UnitShard> shards,
+                           FloatView shard_params, FloatView shard_grads)
     : dp_(dp),
+      replica_(replica),
       store_(store),
       layout_(std::move(layout)),
       stage_(stage),
@@ -27,6 +28,7 @@ UnitExchange::UnitExchange(Communicator& dp, nn::ParameterStore& store, ZeroLayo
   for (std::size_t s = 0; s < slots_.size(); ++s)
     slots_[s].received = FloatView("trellis::zero::received." + std::to_string(s),
                                    std::max<std::size_t>(largest, 1));
+  across_queue_.reserve(2 * slots_.size());
   store_.set_unit_listener(this);
 }
 
@@ -71,9 +73,11 @@ void UnitExchange::after_backward(std::size_t unit) {
   TRELLIS_REQUIRE(!slot.reducing, "UnitExchange: a unit's gradient slot reduced twice");
   slot.grad_unit = k;
   slot.reducing = true;
+  slot.across = false;
   slot.reduce_us = trace::recording() ? trace::now_us() : -1.0;
   slot.reduce = dp_.start_reduce_scatter(store_.grads().data() + layout_.slot_begin(u),
                                          slot.received.data(), shards_[u].piece, ReduceOp::sum);
+  if (replica_ != nullptr) across_queue_.push_back(u % slots_.size());
   progress();
 }
 
@@ -121,8 +125,25 @@ void UnitExchange::complete_gather(Slot& slot) {
   store_.refresh_compute_range(layout_.units[k].begin, layout_.units[k].end);
 }
 
+void UnitExchange::start_across(Slot& slot) {
+  slot.across = true;
+  slot.reduce = replica_->start_all_reduce(
+      slot.received.data(), shards_[static_cast<std::size_t>(slot.grad_unit)].piece, ReduceOp::sum);
+}
+
 void UnitExchange::complete_reduction(Slot& slot) {
-  dp_.wait(slot.reduce);
+  if (replica_ == nullptr) {
+    dp_.wait(slot.reduce);
+  } else {
+    // Start the replicas' all-reduces in queue order up to this slot's.
+    while (!slot.across) {
+      Slot& head = slots_[across_queue_.front()];
+      dp_.wait(head.reduce);
+      start_across(head);
+      across_queue_.erase(across_queue_.begin());
+    }
+    replica_->wait(slot.reduce);
+  }
   slot.reducing = false;
   const auto k = static_cast<std::size_t>(slot.grad_unit);
   trace::complete_async("comm", "gradient reduce-scatter", slot.reduce_us,
@@ -133,9 +154,14 @@ void UnitExchange::complete_reduction(Slot& slot) {
 }
 
 void UnitExchange::progress() {
+  while (!across_queue_.empty() && dp_.test(slots_[across_queue_.front()].reduce)) {
+    start_across(slots_[across_queue_.front()]);
+    across_queue_.erase(across_queue_.begin());
+  }
   for (Slot& slot : slots_) {
     if (slot.gathering) dp_.test(slot.gather);
-    if (slot.reducing) dp_.test(slot.reduce);
+    if (slot.reducing && slot.across) replica_->test(slot.reduce);
+    if (slot.reducing && !slot.across && replica_ == nullptr) dp_.test(slot.reduce);
   }
 }
 

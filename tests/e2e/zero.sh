@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ZeRO-2 and ZeRO-3 (parallel.zero = 2 | 3, parallel/unit_exchange.hpp): the losses of every
-# step within 1e-5 of the unsharded run, and the final model.h5 too, at dp 2 and 4, with tp 2,
+# step within 1e-5 of the unsharded run, and the final model.h5 too, at dp 2 and 4, hybrid
+# (shard over 2, replicate twice), with tp 2,
 # pp 2, bf16, fp16 with the loss scaler and clipping, full recomputation, the Llama block and the
 # CNN; checkpoints written as pieces and resumed across zero stages and layouts; the memory
 # per category equal to the plan, shrinking stage by stage; and a model refused at dp 4 without
@@ -42,7 +43,11 @@ PY
 run plain 1 "${gpt[@]}"
 for z in 1 2 3; do run "dp2-z$z" 2 "${gpt[@]}" --parallel.zero=$z; done
 run dp4-z3 4 "${gpt[@]}" --parallel.zero=3
-close plain dp2-z1 dp2-z2 dp2-z3 dp4-z3
+# Hybrid (HSDP): shards over pairs of dp ranks, replicated twice.
+run hsdp 4 "${gpt[@]}" --parallel.zero=3 --parallel.zero_shard_ranks=2
+grep -q "ZeRO-3 sharded over groups of 2 dp ranks, replicated 2 times" "$WORK/hsdp.log" \
+  || fail "hsdp: the exchange line does not say hybrid: $(grep -m1 exchange "$WORK/hsdp.log")"
+close plain dp2-z1 dp2-z2 dp2-z3 dp4-z3 hsdp
 run tp2 4 "${gpt[@]}" --parallel.tp=2
 run tp2-z3 4 "${gpt[@]}" --parallel.tp=2 --parallel.zero=3
 run pp2-z3 4 "${gpt[@]}" --parallel.pp=2 --parallel.zero=3
@@ -82,7 +87,11 @@ trellis_run 1 "${gpt[@]}" --ckpt.interval_steps=3 --fault.inject=0:3:signal \
   --run.dir="$WORK/r0" > "$WORK/r0-a.log" 2>&1 || true
 run r0 4 "${gpt[@]}" --parallel.zero=3 --ckpt.interval_steps=3 --resume auto
 grep -q "resume: .*step-0000003" "$WORK/r0.log" || fail "ZeRO-3 did not resume step 3"
-close plain r3 r0
+trellis_run 4 "${gpt[@]}" --parallel.zero=3 --parallel.zero_shard_ranks=2 --ckpt.interval_steps=3 \
+  --fault.inject=0:3:signal --run.dir="$WORK/rh" > "$WORK/rh-a.log" 2>&1 || true
+run rh 2 "${gpt[@]}" --ckpt.interval_steps=3 --resume auto
+grep -q "resume: .*step-0000003" "$WORK/rh.log" || fail "dp 2 did not resume the hybrid step 3"
+close plain r3 r0 rh
 
 # 3. Memory per category at dp 4: measured peaks equal the plan for the state and buffers, and
 # each stage keeps less than the one before.
@@ -128,4 +137,8 @@ expect_exit 2 "$WORK/mlp.log" trellis_run 1 train --config "$TRELLIS_SRC/inputs/
   --data.train="$WORK/tokens/train.h5" --parallel.zero=3 --run.dir="$WORK/mlp"
 grep -q "parallel.zero = 3 and model.type = mlp" "$WORK/mlp.log" \
   || fail "no error naming parallel.zero: $(tail -3 "$WORK/mlp.log")"
+expect_exit 2 "$WORK/shard3.log" trellis_run 4 "${gpt[@]}" --parallel.zero=3 \
+  --parallel.zero_shard_ranks=3 --run.dir="$WORK/shard3"
+grep -q "parallel.zero_shard_ranks = 3: expected 0 .* or a divisor of dp = 4" "$WORK/shard3.log" \
+  || fail "no error naming parallel.zero_shard_ranks: $(grep -m1 error "$WORK/shard3.log")"
 echo "zero: ok"

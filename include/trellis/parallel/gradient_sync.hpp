@@ -103,6 +103,10 @@ struct GradientSyncOptions {
   NodeSharedWindow* shared = nullptr;
   // parallel.grad_dtype: the format gradients travel in (communicator exchange only).
   Precision wire = Precision::fp32;
+  // ZeRO-2/3 with hybrid sharding (zero_groups.hpp): the group each shard is replicated over.
+  // The communicator the sync is built on is then the shard group; each reduced piece is
+  // all-reduced over this one before the update. Null: the shard group is the whole dp group.
+  Communicator* replica = nullptr;
   // parallel.powersgd_*: low-rank compression from its start step on (communicator exchange,
   // fp32 wire only); before it, and with rank 0, the plain exchange.
   PowerSgdOptions powersgd;
@@ -156,6 +160,9 @@ class GradientSync : public nn::GradReadyListener {
   // update_windows()' (in place in store.params()).
   bool sharded() const { return options_.zero >= 1; }
   int zero_stage() const { return options_.zero; }
+  // Hybrid sharding: this rank's index in its replica group (0 without one). Replicas hold the
+  // same shard: only replica 0's is written.
+  int replica_rank() const { return options_.replica != nullptr ? options_.replica->rank() : 0; }
   // ZeRO-3: the parameters of the update space live in shard_params() [update_size], not in
   // store.params() (which holds the outer ranges and the unit slots).
   bool params_sharded() const { return options_.zero >= 3; }

@@ -14,7 +14,10 @@
 //   reduction of the unit that used it last has completed); after the backward the slot is
 //   reduce-scattered (sum over dp) into a receive buffer [piece], which is added into this
 //   rank's shard of the gradients when it completes. Every micro-batch reduces; the shard
-//   accumulates.
+//   accumulates. With hybrid sharding (a replica group, zero_groups.hpp) the received piece is
+//   then all-reduced over the replicas before it is added. Those all-reduces start in the
+//   order the reduce-scatters did (a queue), never in the order this rank happens to see them
+//   complete: non-blocking collectives match by order on every rank.
 //
 // Every collective is started in the same order on every dp rank (the blocks run in the same
 // order everywhere), at most one gather and one reduction per slot in flight. Buffers: the
@@ -40,8 +43,10 @@ class UnitExchange : public nn::UnitListener {
   // stage 2 or 3. shard_params: ZeRO-3's [update_size] parameters (empty for ZeRO-2);
   // shard_grads: [update_size]. All must outlive the exchange. Registers as the store's unit
   // listener; the destructor detaches it.
-  UnitExchange(Communicator& dp, nn::ParameterStore& store, ZeroLayout layout, int stage,
-               std::vector<UnitShard> shards, FloatView shard_params, FloatView shard_grads);
+  // dp: the group the shards split over; replica: the group they are replicated over, or null.
+  UnitExchange(Communicator& dp, Communicator* replica, nn::ParameterStore& store,
+               ZeroLayout layout, int stage, std::vector<UnitShard> shards, FloatView shard_params,
+               FloatView shard_grads);
   ~UnitExchange() override;
   UnitExchange(const UnitExchange&) = delete;
   UnitExchange& operator=(const UnitExchange&) = delete;
@@ -68,6 +73,7 @@ class UnitExchange : public nn::UnitListener {
     double gather_us = -1;
     long grad_unit = -1;  // layout unit whose gradients the slot is reducing
     bool reducing = false;
+    bool across = false;  // the reduce-scatter is done; `reduce` is the replicas' all-reduce
     CommRequest reduce;
     double reduce_us = -1;
     FloatView received;  // [largest piece]
@@ -80,9 +86,12 @@ class UnitExchange : public nn::UnitListener {
   void start_gather(std::size_t k);
   void complete_gather(Slot& slot);
   void complete_reduction(Slot& slot);
+  void start_across(Slot& slot);  // the replicas' all-reduce of the received piece
   void progress();
 
   Communicator& dp_;
+  Communicator* replica_;
+  std::vector<std::size_t> across_queue_;  // slots whose replica all-reduce is not started yet
   nn::ParameterStore& store_;
   ZeroLayout layout_;
   int stage_;

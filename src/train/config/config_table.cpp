@@ -238,15 +238,15 @@ const std::vector<ConfigEntry>& config_table() {
           "start each gradient bucket's all-reduce as soon as backward has filled it", boolean,
           FIELD(parallel.overlap)),
       KEY("parallel.grad_exchange", "auto",
-          "data-parallel gradient exchange: communicator (bucketed collectives overlapped with "
-          "backward) | shared_memory (summed in place in a node shared-memory window; host "
-          "builds with every dp rank on one node) | auto (shared_memory where it applies)",
+          "dp gradient exchange: communicator (bucketed, overlapped collectives) | shared_memory "
+          "(summed in place in a node's shared window; host builds) | auto",
           choice, FIELD(parallel.grad_exchange), {"auto", "communicator", "shared_memory"}),
       KEY("parallel.zero", "0",
-          "sharding over the data-parallel ranks: 0 none | 1 optimizer state (ZeRO-1) | 2 also "
-          "gradients, reduce-scattered per block (ZeRO-2) | 3 also parameters, gathered per "
-          "block before use (ZeRO-3)",
-          integer, FIELD(parallel.zero), 0, 3),
+          "sharded over dp: 0 none | 1 optimizer state | 2 + grads | 3 + params", integer,
+          FIELD(parallel.zero), 0, 3),
+      KEY("parallel.zero_shard_ranks", "0",
+          "ZeRO-2/3: 0 = shard over all dp; N = groups of N (HSDP)", integer,
+          FIELD(parallel.zero_shard_ranks), 0, kIntMax),
       KEY("parallel.grad_dtype", "fp32",
           "data-parallel gradient wire format: fp32 | bf16 | fp16 (buckets cast down, summed "
           "with fp32 arithmetic, cast back; communicator exchange only)",

@@ -94,9 +94,11 @@ StageBuffers census_of_stage(const TrainConfig& config, const DataShape& data,
     const ZeroLayout layout = zero_layout(store.units(), store.buffer_size());
     buffers.grads = static_cast<std::int64_t>(layout.physical_floats());
     if (config.parallel.zero >= 3) buffers.params = buffers.grads;
+    const int shard_ranks =
+        config.parallel.zero_shard_ranks > 0 ? config.parallel.zero_shard_ranks : grid.dp;
     for (const nn::UnitRange& unit : layout.units)
-      buffers.largest_piece = std::max(buffers.largest_piece,
-                                       static_cast<std::int64_t>(unit.end - unit.begin) / grid.dp);
+      buffers.largest_piece = std::max(
+          buffers.largest_piece, static_cast<std::int64_t>(unit.end - unit.begin) / shard_ranks);
     if (!layout.units.empty())
       buffers.largest_piece = std::max<std::int64_t>(buffers.largest_piece, 1);
   }
@@ -119,7 +121,10 @@ MemoryPlan plan_memory(const TrainConfig& config, const DataShape& data, const P
     const int stage_of_zero = config.parallel.zero;
     // ZeRO-2/3 shard at any dp (one rank: the shard is everything); ZeRO-1 from dp 2.
     const bool zero = stage_of_zero >= 2 || (stage_of_zero == 1 && grid.dp > 1);
-    const std::int64_t shard = zero ? P / grid.dp : P;  // the optimizer's update size
+    const int shard_ranks = stage_of_zero >= 2 && config.parallel.zero_shard_ranks > 0
+                                ? config.parallel.zero_shard_ranks
+                                : grid.dp;  // hybrid sharding: one copy per group of these
+    const std::int64_t shard = zero ? P / shard_ranks : P;  // the optimizer's update size
     at(plan, MemoryCategory::parameters) += 4 * buffers.params;
     if (stage_of_zero >= 3) at(plan, MemoryCategory::parameters) += 4 * shard;  // the shard's
     at(plan, MemoryCategory::gradients) += 4 * buffers.grads;

@@ -71,6 +71,13 @@ void check_combinations(const TrainConfig& c) {
          model.name + ": recomputation works on transformer blocks (gpt, llama); use " +
          "memory.recompute = none for this model");
   if (c.parallel.zero >= 2) check_zero_sharding(c, model);
+  if (c.parallel.zero_shard_ranks > 0 && c.parallel.zero < 2)
+    fail("config key parallel.zero_shard_ranks = " + std::to_string(c.parallel.zero_shard_ranks) +
+         " needs parallel.zero = 2 or 3 (it says over which ranks their shards split)");
+  if (c.parallel.zero_shard_ranks > 0 && c.prune.method != "none" && !c.prune.method.empty())
+    fail("config keys parallel.zero_shard_ranks = " + std::to_string(c.parallel.zero_shard_ranks) +
+         " and prune.method = " + c.prune.method +
+         ": pruning counts every dp rank's shard once; use parallel.zero_shard_ranks = 0");
   if (c.parallel.pp == 1 && !c.parallel.stages.empty())
     fail("config key parallel.stages = '" + c.parallel.stages +
          "' needs parallel.pp > 1 (it splits the model into pipeline stages); with "

@@ -55,7 +55,8 @@ std::vector<TensorPiece> CheckpointManager::pieces(bool with_optimizer) const {
     piece.name = name;
     piece.logical_shape = info.logical_shape;
     piece.shard = info.shard;
-    piece.writer = owns_piece(info.shard.sharded(), model_.is_stage_copy(info.name), dp, at);
+    piece.writer = owns_piece(info.shard.sharded(), model_.is_stage_copy(info.name), dp, at) &&
+                   (dp == DpCopies::identical || model_.sync().replica_rank() == 0);
     return piece;
   };
   // What lives in the update views ([update size]: the whole flat buffer, or with ZeRO this

@@ -193,8 +193,8 @@ double StepRunner::global_norm(const FloatView& grads) const {
   TRELLIS_MPI(
       MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_.pp().get()));
   if (model_.sync().sharded())
-    TRELLIS_MPI(
-        MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM, grid_.dp().get()));
+    TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &sum_of_squares, 1, MPI_DOUBLE, MPI_SUM,
+                              model_.shard_group().get()));
   return std::sqrt(sum_of_squares);
 }
 

@@ -79,7 +79,16 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   sync_options.powersgd.start_step = config.parallel.powersgd_start_step;
   sync_options.powersgd.min_compression = config.parallel.powersgd_min_compression;
   sync_options.powersgd.seed = config.train.seed;
-  sync_ = std::make_unique<GradientSync>(grid.communicator(Axis::dp), store_, sync_options);
+  Communicator* shard_group = &grid.communicator(Axis::dp);
+  shard_mpi_ = &dp;
+  if (config.parallel.zero >= 2) {
+    zero_groups_ = std::make_unique<ZeroGroups>(dp, grid.communicator(Axis::dp), grid.backend(),
+                                                config.parallel.zero_shard_ranks);
+    shard_group = &zero_groups_->shard();
+    shard_mpi_ = &zero_groups_->shard_mpi();
+    sync_options.replica = zero_groups_->replica();
+  }
+  sync_ = std::make_unique<GradientSync>(*shard_group, store_, sync_options);
   for (const std::string& name : tied_) {  // summed over the two stages before the dp sync
     const nn::ParamInfo& info = store_.info(store_.index(name));
     sync_->hold_back(info.offset + info.numel);
@@ -142,7 +151,12 @@ std::string TrainingModel::describe_exchange(const TrainConfig& config) const {
   if (config.parallel.powersgd_rank > 0)
     text += format_text(", PowerSGD rank %d from step %lld", config.parallel.powersgd_rank,
                         static_cast<long long>(config.parallel.powersgd_start_step));
-  return text + (config.parallel.zero > 0 ? ", ZeRO-" + std::to_string(config.parallel.zero) : "");
+  if (config.parallel.zero > 0) text += ", ZeRO-" + std::to_string(config.parallel.zero);
+  if (zero_groups_ && zero_groups_->replica() != nullptr)
+    text += " sharded over groups of " + std::to_string(zero_groups_->shard().size()) +
+            " dp ranks, replicated " + std::to_string(zero_groups_->replica()->size()) +
+            " times (hybrid)";
+  return text;
 }
 
 bool TrainingModel::is_stage_copy(const std::string& name) const {

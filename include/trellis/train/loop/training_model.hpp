@@ -15,6 +15,7 @@
 #include "trellis/optim/schedule.hpp"
 #include "trellis/parallel/gradient_sync.hpp"
 #include "trellis/parallel/pipeline_engine.hpp"
+#include "trellis/parallel/zero_groups.hpp"
 #include "trellis/train/config/train_config.hpp"
 #include "trellis/train/input/data_source.hpp"
 
@@ -40,6 +41,9 @@ class TrainingModel {
   nn::Model& model() { return *model_; }
   const nn::Model& model() const { return *model_; }
   PipelineEngine& engine() { return *engine_; }
+  // The group the ZeRO shards split over (the dp group unless hybrid sharding splits it): the
+  // gradient norm of a sharded update sums over it.
+  const MpiComm& shard_group() const { return *shard_mpi_; }
   GradientSync& sync() { return *sync_; }
   const GradientSync& sync() const { return *sync_; }
   Optimizer& optimizer() { return *optimizer_; }
@@ -83,10 +87,12 @@ class TrainingModel {
  private:
   std::unique_ptr<NodeSharedWindow> shared_window_;  // before store_: holds its gradients
   int grad_exchange_dp_ = 1;
+  const MpiComm* shard_mpi_ = nullptr;
   nn::ParameterStore store_;
   std::unique_ptr<PipelineEngine> engine_;  // owns the layers (a copy per micro-batch in flight)
   nn::Model* model_ = nullptr;              // the engine's slot 0
   std::vector<std::string> tied_;
+  std::unique_ptr<ZeroGroups> zero_groups_;  // ZeRO-2/3: the shard and replica groups
   std::unique_ptr<GradientSync> sync_;
   NormMask norm_mask_;  // [update size]: gradients this rank counts in the global norm
   std::unique_ptr<Optimizer> optimizer_;
