@@ -63,8 +63,9 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
                                          const BlockSpec& spec, int capacity_rows,
                                          const TransformerInit& init, TensorParallel tp)
     : Layer(name, checked_d_model(name, spec, capacity_rows, tp), spec.d_model, capacity_rows,
-            // Its input gradient is c_attn's, and without dropout its output c_proj's.
-            OwnBuffers{spec.dropout > 0.0f, false, BufferRole::saved}),
+            // Its input gradient is c_attn's, and without dropout its output c_proj's. Under
+            // sequence parallelism the block reduce-scatters the output at once: scratch.
+            OwnBuffers{spec.dropout > 0.0f, false, partial_output_role(tp)}),
       // Heads split over tp. Multi-head: c_attn's q, k and v blocks each give this rank its
       // heads' rows (3 sections); grouped: its whole kv groups, one equal piece.
       c_attn_(store, name + ".c_attn", spec.d_model,
@@ -74,7 +75,8 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
               // Its input (a norm's output) may be recomputed, and then its copy too.
               BufferRole::saved, BufferRole::cheap),
       c_proj_(store, name + ".c_proj", spec.d_model, spec.d_model, capacity_rows,
-              InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp),
+              InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp, 1,
+              partial_output_role(tp)),
       d_(spec.d_model / tp.size()),
       n_head_(spec.n_head / tp.size()),
       layout_{spec.n_head / tp.size(), spec.kv_heads() / tp.size(), spec.d_model / spec.n_head},

@@ -1,9 +1,9 @@
 #include "trellis/nn/embedding.hpp"
 
-#include "trellis/nn/buffer_pool.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/embedding.hpp"
 #include "trellis/kernels/vector_ops.hpp"
+#include "trellis/nn/buffer_pool.hpp"
 
 #include <string>
 

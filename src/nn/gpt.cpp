@@ -99,7 +99,16 @@ Gpt::Gpt(const GptSpec& spec, ParameterStore& store, const std::string& prefix)
   if (spec.positions == Positions::rope && first_block < end_block)
     rope_ = std::make_unique<RotaryTables>(spec.rope, spec.d_model / spec.n_head, spec.seq_len);
   const BlockSpec block = gpt_block_spec(spec, rope_.get());
-  stack_ = std::make_unique<BlockStack>(prefix + "h", spec.recompute, rows, &store);
+  sequence_ = tp.sequence && tp.active();
+  stack_ = std::make_unique<BlockStack>(prefix + "h", spec.recompute,
+                                        sequence_ ? rows / tp.size() : rows, &store);
+  if (sequence_) {
+    const std::size_t size =
+        static_cast<std::size_t>(rows) * static_cast<std::size_t>(spec.d_model);
+    stack_output_ = layer_buffer(BufferRole::own, "trellis::nn::" + prefix + "h.output", size);
+    stack_input_grad_ =
+        layer_buffer(BufferRole::own, "trellis::nn::" + prefix + "h.input_grad", size);
+  }
   for (int i = first_block; i < end_block; ++i) {
     {
       const SharedBufferScope shared = stack_->building(blocks_.size());
@@ -163,7 +172,12 @@ ConstMatrix Gpt::forward(const ModelInput& input, int n, const StepContext& ctx)
     TRELLIS_REQUIRE(x.extent(1) == static_cast<std::size_t>(spec_.d_model),
                     "gpt stage: input activations " + kernels::extents_string(x));
   }
-  x = stack_->forward(x, rows, row_ctx);
+  if (sequence_) {
+    const int own = rows / spec_.tp.size();
+    x = all_rows(stack_->forward(own_rows(x, rows), own, row_ctx), own, stack_output_);
+  } else {
+    x = stack_->forward(x, rows, row_ctx);
+  }
   last_n_ = n;
   if (!last_stage()) return kernels::first_rows(x, rows);
   ln_f_->forward(x, rows, row_ctx);
@@ -190,8 +204,13 @@ void Gpt::backward(ConstMatrix dout, int n) {
     store_->grads_final_from(ln_f_offset_);
     dx = ln_f_->input_grad();
   }
-  dx = stack_->backward(dx, rows,
-                        [&](std::size_t i) { store_->grads_final_from(block_offsets_[i]); });
+  const auto block_done = [&](std::size_t i) { store_->grads_final_from(block_offsets_[i]); };
+  if (sequence_) {
+    const int own = rows / spec_.tp.size();
+    dx = all_rows(stack_->backward(own_rows(dx, rows), own, block_done), own, stack_input_grad_);
+  } else {
+    dx = stack_->backward(dx, rows, block_done);
+  }
   if (!first_stage()) {
     input_grad_ = dx;  // [capacity rows, d]: to the previous stage
     // The tied copy of wte (last stage) was registered first: final now.
@@ -246,6 +265,18 @@ ConstMatrix Gpt::forward_cached(kernels::ConstLabels tokens, int rows, int first
 }
 
 int Gpt::stage_output_width() const { return last_stage() ? local_classes() : spec_.d_model; }
+
+ConstMatrix Gpt::own_rows(ConstMatrix all, int rows) const {
+  const std::size_t own = static_cast<std::size_t>(rows / spec_.tp.size());
+  return ConstMatrix(all.data() + static_cast<std::size_t>(spec_.tp.rank()) * own * all.extent(1),
+                     own, all.extent(1));
+}
+
+ConstMatrix Gpt::all_rows(ConstMatrix own, int rows, const FloatView& into) const {
+  const std::size_t d = own.extent(1);
+  spec_.tp.comm->all_gather(own.data(), into.data(), static_cast<std::size_t>(rows) * d);
+  return as_matrix(into, static_cast<int>(into.extent(0) / d), static_cast<int>(d));
+}
 
 BlockSpec gpt_block_spec(const GptSpec& spec, const RotaryTables* rope) {
   BlockSpec b = BlockSpec::gpt2(spec.d_model, spec.n_head, spec.seq_len, spec.dropout);

@@ -101,9 +101,9 @@ void Linear::forward(ConstMatrix input, int n, const StepContext&) {
   const Matrix z = pre_activation_.size() > 0 ? as_matrix(pre_activation_, n, out_features()) : y;
   kernels::gemm(false, true, x, w, 0.0f, z);
   // Row-parallel: each rank holds a partial sum over its slice of in; the bias goes on once.
-  if (split_ == Split::row) tp_.comm->all_reduce(z.data(), z.size(), ReduceOp::sum);
+  if (split_ == Split::row && !defer_tp_) tp_.comm->all_reduce(z.data(), z.size(), ReduceOp::sum);
   if (activation_ == kernels::Activation::none) {
-    if (bias_) kernels::bias_add(y, b);
+    if (bias_ && !(defer_tp_ && split_ == Split::row && tp_.rank() != 0)) kernels::bias_add(y, b);
   } else {
     kernels::bias_activation_forward(z, b, activation_, y);
   }
@@ -134,7 +134,8 @@ void Linear::backward(ConstMatrix output_grad, int n) {
   const Matrix dx = input_grad_rows(n);
   kernels::gemm(false, false, dz_op, store_->compute_operand(weight_), 0.0f, dx);
   // Column-parallel: every rank's output slice depends on the whole input.
-  if (split_ == Split::column) tp_.comm->all_reduce(dx.data(), dx.size(), ReduceOp::sum);
+  if (split_ == Split::column && !defer_tp_)
+    tp_.comm->all_reduce(dx.data(), dx.size(), ReduceOp::sum);
   round_in_place(store_->autocast(), dx);
 }
 

@@ -1,10 +1,10 @@
 #include "trellis/nn/residual.hpp"
 
-#include "trellis/nn/buffer_pool.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/activation.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 #include "trellis/kernels/views.hpp"
+#include "trellis/nn/buffer_pool.hpp"
 
 namespace trellis::nn {
 

@@ -1,8 +1,8 @@
 #include "trellis/nn/softmax_xent.hpp"
 
-#include "trellis/nn/buffer_pool.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/vocab_parallel_xent.hpp"
+#include "trellis/nn/buffer_pool.hpp"
 
 #include <string>
 

@@ -33,7 +33,7 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, const B
                          int capacity_rows, const TransformerInit& init, TensorParallel tp)
     : Layer(name, checked_dropout_d(name, spec.d_model, spec.dropout), spec.d_model, capacity_rows,
             // Its input gradient is c_fc's, and without dropout its output c_proj's.
-            OwnBuffers{spec.dropout > 0.0f, false, BufferRole::saved}),
+            OwnBuffers{spec.dropout > 0.0f, false, partial_output_role(tp)}),
       kind_(spec.mlp),
       // SwiGLU: [gate; up] in two sections, so each rank's gate and up columns pair up.
       c_fc_(store, name + ".c_fc", spec.d_model,
@@ -45,7 +45,7 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, const B
             spec.mlp == MlpKind::swiglu ? BufferRole::saved : BufferRole::cheap, BufferRole::cheap),
       c_proj_(store, name + ".c_proj", spec.ff_width(), spec.d_model, capacity_rows,
               InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp, 1,
-              BufferRole::saved, BufferRole::cheap),  // its input is recomputed
+              partial_output_role(tp), BufferRole::cheap),  // its input is recomputed
       p_(spec.dropout),
       stream_(stream_from_name(name + ".dropout")),
       recompute_cheap_(spec.recompute_cheap) {
@@ -128,19 +128,23 @@ std::int64_t FeedForward::flops_per_sample() const {
 
 Block::Block(ParameterStore& store, const std::string& name, const BlockSpec& spec,
              int capacity_rows, const TransformerInit& init, TensorParallel tp)
-    : Layer(name, spec.d_model, spec.d_model, capacity_rows),
-      ln_1_(store, name + ".ln_1", spec.d_model, capacity_rows, spec.norm_eps, spec.norm),
+    : Layer(name, spec.d_model, spec.d_model, sequence_rows(name, capacity_rows, tp)),
+      ln_1_(store, name + ".ln_1", spec.d_model, capacity(), spec.norm_eps, spec.norm),
       attn_(store, name + ".attn", spec, capacity_rows, init, tp),
-      ln_2_(store, name + ".ln_2", spec.d_model, capacity_rows, spec.norm_eps, spec.norm),
+      ln_2_(store, name + ".ln_2", spec.d_model, capacity(), spec.norm_eps, spec.norm),
       mlp_(store, name + ".mlp", spec, capacity_rows, init, tp),
-      recompute_cheap_(spec.recompute_cheap) {
-  const auto size =
-      static_cast<std::size_t>(capacity_rows) * static_cast<std::size_t>(spec.d_model);
+      recompute_cheap_(spec.recompute_cheap),
+      tp_(tp),
+      store_(&store),
+      sequence_(tp.sequence && tp.active()) {
+  const auto size = static_cast<std::size_t>(capacity()) * static_cast<std::size_t>(spec.d_model);
   h_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name + ".h", size);
   dh_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".dh", size);
+  if (sequence_) init_sequence(name, spec.d_model, static_cast<std::size_t>(capacity_rows));
 }
 
 void Block::forward(ConstMatrix input, int n, const StepContext& ctx) {
+  if (sequence_) return forward_sequence(begin_forward(input, n), n, ctx);
   const ConstMatrix x = begin_forward(input, n);
   const int d = in_features();
   ln_1_.forward(x, n, ctx);
@@ -153,6 +157,9 @@ void Block::forward(ConstMatrix input, int n, const StepContext& ctx) {
 }
 
 void Block::forward_cached(ConstMatrix x, int rows, int first_position, KvCache& cache) {
+  TRELLIS_REQUIRE(!sequence_, "block \"" + name() +
+                                  "\": generation runs without sequence parallelism "
+                                  "(parallel.sequence_parallel = false)");
   StepContext eval;
   eval.training = false;
   const int d = in_features();
@@ -167,6 +174,7 @@ void Block::forward_cached(ConstMatrix x, int rows, int first_position, KvCache&
 }
 
 void Block::backward(ConstMatrix output_grad, int n) {
+  if (sequence_) return backward_sequence(begin_backward(output_grad, n), n);
   const ConstMatrix dy = begin_backward(output_grad, n);
   const int d = in_features();
   const StepContext any;  // the norms read no context

@@ -19,6 +19,7 @@ trellis_add_e2e_test(NAME llama_equivalence SCRIPT ${E2E}/llama_equivalence.sh)
 trellis_add_e2e_test(NAME memory SCRIPT ${E2E}/memory.sh)
 trellis_add_e2e_test(NAME recompute SCRIPT ${E2E}/recompute.sh)
 trellis_add_e2e_test(NAME zero SCRIPT ${E2E}/zero.sh)
+trellis_add_e2e_test(NAME sequence_parallel SCRIPT ${E2E}/sequence_parallel.sh)
 trellis_add_e2e_test(NAME bpe_generate SCRIPT ${E2E}/bpe_generate.sh)
 # The Hugging Face bridge: init.weights on every layout (no transformers needed), and the
 # comparison with transformers, which exits 77 (skipped) when its Python (TRELLIS_HF_PYTHON,

@@ -121,6 +121,11 @@ class CausalSelfAttention : public Layer {
   const Linear& c_attn() const { return c_attn_; }
   // c_attn's autocast copy of its input again, after the input was recomputed (selective).
   void recompute_input_copy() { c_attn_.recompute_input_copy(); }
+  // Sequence parallelism: partial output sums and input gradients; the block reduce-scatters.
+  void defer_tp_reductions() {
+    c_attn_.defer_tp_reduction();
+    c_proj_.defer_tp_reduction();
+  }
   const Linear& c_proj() const { return c_proj_; }
 
  private:

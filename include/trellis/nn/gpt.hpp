@@ -194,6 +194,15 @@ class Gpt : public Model {
   std::size_t wpe_offset_ = 0, ln_f_offset_ = 0;  // flat offsets, for grads_final_from
   std::size_t head_offset_ = 0;                   // an untied head's weight
   std::vector<std::size_t> block_offsets_;
+  // Sequence parallelism (tensor_parallel.hpp): the blocks run on this tp rank's rows
+  // [rank * rows / tp, ...) of the stage's input; their output and input gradient are
+  // all-gathered back into all rows for what follows (ln_f and the head, the next stage, the
+  // embeddings).
+  bool sequence_ = false;
+  FloatView stack_output_;      // [capacity * T, d]: the blocks' output, all rows
+  FloatView stack_input_grad_;  // [capacity * T, d]: the blocks' input gradient, all rows
+  ConstMatrix own_rows(ConstMatrix all, int rows) const;
+  ConstMatrix all_rows(ConstMatrix own, int rows, const FloatView& into) const;
 };
 
 }  // namespace trellis::nn

@@ -92,10 +92,15 @@ class Linear : public Layer {
   // The bias [out], or zeros for a layer without one (int8 inference reads it either way).
   kernels::ConstVector bias_vector() const;
   Split split() const { return split_; }
+  // Sequence parallelism: leave the tp reduction to the caller, who reduce-scatters over rows
+  // instead. Row-parallel: forward writes this rank's partial sum, the bias added by tp rank 0
+  // only; column-parallel: backward writes this rank's partial input gradient.
+  void defer_tp_reduction() { defer_tp_ = true; }
 
  private:
   ParameterStore* store_;
   Split split_;
+  bool defer_tp_ = false;
   TensorParallel tp_;
   std::size_t weight_;  // index in store_
   std::optional<std::size_t> bias_;

@@ -76,6 +76,11 @@ class FeedForward : public Layer {
   MlpKind kind() const { return kind_; }
   // c_fc's autocast copy of its input again, after the input was recomputed (selective).
   void recompute_input_copy() { c_fc_.recompute_input_copy(); }
+  // Sequence parallelism: partial output sums and input gradients; the block reduce-scatters.
+  void defer_tp_reductions() {
+    c_fc_.defer_tp_reduction();
+    c_proj_.defer_tp_reduction();
+  }
 
   const Linear& c_fc() const { return c_fc_; }
   const Linear& c_proj() const { return c_proj_; }
@@ -108,7 +113,10 @@ class Block : public Layer {
       : Block(store, name, BlockSpec::gpt2(d_model, n_head, seq_len, dropout), capacity_rows, init,
               tp) {}
 
-  // ctx.first_sample counts token rows (see CausalSelfAttention).
+  // ctx.first_sample counts token rows (see CausalSelfAttention). With sequence parallelism
+  // (tp.sequence, tensor_parallel.hpp) input, output and their gradients are this tp rank's
+  // n = rows / tp rows of the residual stream, its capacity() capacity_rows / tp; the attention
+  // and the MLP see all rows, and ctx.first_sample is still the first of all of them.
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
   // Generation: forward with the attention's key/value cache (CausalSelfAttention::
@@ -140,6 +148,25 @@ class Block : public Layer {
   FloatView h_;           // [cap * d]: x + attn(ln_1(x))
   FloatView dh_;          // [cap * d]
   bool recompute_cheap_;  // BlockSpec::recompute_cheap
+
+  // Sequence parallelism (transformer_sequence.cpp); cap = this rank's capacity, tp * cap all.
+  void forward_sequence(ConstMatrix x, int n, const StepContext& ctx);
+  void backward_sequence(ConstMatrix dy, int n);
+  // The n local rows of `rows` from every tp rank, into `all` [tp * n, d].
+  Matrix gather_rows(ConstMatrix rows, int n, const FloatView& all) const;
+  // This rank's n rows of the sum over tp of the partial sums `partial` [tp * n, d].
+  void scatter_rows(ConstMatrix partial, int n, Matrix out) const;
+  static int sequence_rows(const std::string& name, int capacity_rows, const TensorParallel& tp);
+  void init_sequence(const std::string& name, int d_model, std::size_t capacity_rows);
+  // norm.backward(dx, n) with its parameter gradients (from this rank's rows) summed over tp.
+  void norm_backward(LayerNorm& norm, ConstMatrix dx, int n);
+  TensorParallel tp_;
+  ParameterStore* store_;
+  bool sequence_ = false;  // tp_.sequence with tp > 1
+  FloatView gathered_;     // [tp * cap * d] scratch: a norm's output, all rows
+  FloatView dgathered_;    // [tp * cap * d] scratch: an output gradient, all rows
+  FloatView dnorm_;        // [cap * d] scratch: a norm's output gradient, this rank's rows
+  FloatView norm_grads_;   // [2 * d] the norm's gradients before this call, while tp sums
 };
 
 }  // namespace trellis::nn

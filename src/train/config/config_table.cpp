@@ -188,10 +188,9 @@ const std::vector<ConfigEntry>& config_table() {
           "batch in the step",
           integer, FIELD(data.prefetch), 0, 64),
       KEY("data.augment", "none",
-          "training image augmentation: none | a comma list of crop (random shift with "
-          "zero padding of data.augment_pad pixels), flip (horizontal), scale (random zoom "
-          "by up to data.augment_scale), rotate (by up to data.augment_degrees); never on "
-          "evaluation",
+          "training image augmentation: none | a comma list of crop (shift by up to "
+          "data.augment_pad), flip (horizontal), scale (zoom by up to data.augment_scale), "
+          "rotate (by up to data.augment_degrees); never on evaluation",
           text, FIELD(data.augment)),
       KEY("data.augment_pad", "4", "crop: largest shift in pixels (the zero padding)", integer,
           FIELD(data.augment_pad), 0, 64),
@@ -206,10 +205,10 @@ const std::vector<ConfigEntry>& config_table() {
           integer, FIELD(parallel.tp), 1),
       KEY("parallel.pp", "1", "pipeline-parallel stages (mlp and gpt)", integer, FIELD(parallel.pp),
           1),
-      make_entry("parallel.schedule", "1f1b",
-                 "pipeline schedule: 1f1b (at most pp - stage micro-batches in flight) | gpipe "
-                 "(all forwards, then all backwards)",
-                 pipeline_schedule("parallel.schedule")),
+      make_entry(
+          "parallel.schedule", "1f1b",
+          "pipeline schedule: 1f1b (at most pp - stage in flight) | gpipe (all forwards first)",
+          pipeline_schedule("parallel.schedule")),
       KEY("parallel.stages", "",
           "units per pipeline stage, e.g. 2,1,1 (mlp: one per Linear; gpt: embeddings, each "
           "block, head); empty: balanced by cost; needs parallel.pp > 1",
@@ -234,6 +233,10 @@ const std::vector<ConfigEntry>& config_table() {
           FIELD(memory.limit_gb), 0.0, 1e9),
       KEY("parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB", real,
           FIELD(parallel.bucket_mb), 0.001, 1e6),
+      KEY("parallel.sequence_parallel", "false",
+          "tp > 1: split the blocks' token rows over tp "
+          "(Megatron-SP; gpt, llama)",
+          boolean, FIELD(parallel.sequence_parallel)),
       KEY("parallel.overlap", "true",
           "start each gradient bucket's all-reduce as soon as backward has filled it", boolean,
           FIELD(parallel.overlap)),
@@ -275,8 +278,7 @@ const std::vector<ConfigEntry>& config_table() {
           "round the 16-bit weight copies stochastically (counter RNG: layout-independent)",
           boolean, FIELD(precision.stochastic_rounding)),
       make_entry("precision.loss_scale", "auto",
-                 "loss scaling: auto (dynamic for fp16, none otherwise) | dynamic | none | a "
-                 "fixed scale",
+                 "loss scaling: auto (dynamic for fp16) | dynamic | none | a fixed scale",
                  loss_scale("precision.loss_scale")),
       KEY("precision.initial_scale", "65536", "dynamic loss scaling: the first scale", real,
           FIELD(precision.initial_scale), 1e-30, 3.4e38),
@@ -359,15 +361,13 @@ const std::vector<ConfigEntry>& config_table() {
       KEY("fault.max_skips", "5", "abort after this many consecutive skipped steps", integer,
           FIELD(fault.max_skips), 1),
       make_entry("fault.inject", "",
-                 "testing aid: rank:step:kind, kind throw | hang | nan | signal (SIGUSR1 to "
-                 "itself) | kill_in_checkpoint (SIGKILL during the checkpoint after that step) | "
-                 "freeze_in_checkpoint (SIGSTOP after its first tensor is written)",
+                 "testing aid: rank:step:kind, kind throw | hang | nan | signal (SIGUSR1) | "
+                 "kill_in_checkpoint (SIGKILL) | freeze_in_checkpoint (SIGSTOP after a tensor)",
                  fault_injection("fault.inject")),
       KEY("prune.method", "none",
-          "none | magnitude (gradual magnitude pruning of the Linear and Conv weights while "
-          "training, Zhu & Gupta's cubic schedule) | structured (whole neurons of the MLP's "
-          "hidden layers, inner channels of the CNN's blocks with their BatchNorm, by L2 norm, "
-          "same schedule; `trellis export --prune` then removes them)",
+          "none | magnitude (gradual magnitude pruning of Linear and Conv weights, cubic "
+          "schedule) | structured (MLP neurons, CNN block channels by L2 norm; `trellis export "
+          "--prune` removes them)",
           choice, FIELD(prune.method), {"none", "magnitude", "structured"}),
       KEY("prune.scope", "layer",
           "layer (each weight tensor pruned to the target sparsity) | global (one magnitude "

@@ -54,7 +54,7 @@ StageBuffers census_of_stage(const TrainConfig& config, const DataShape& data,
   store.set_autocast(nn::resolve_autocast(config.precision.mode, config.precision.kernels, notice),
                      config.precision.stochastic_rounding);
   ShapeOnlyCommunicator tp_group(0, grid.tp), pp_group(stage, grid.pp);
-  const nn::TensorParallel tp{grid.tp > 1 ? &tp_group : nullptr};
+  const nn::TensorParallel tp{grid.tp > 1 ? &tp_group : nullptr, config.parallel.sequence_parallel};
   nn::StageRange range;
   if (grid.pp > 1) {
     const std::vector<int> bounds =

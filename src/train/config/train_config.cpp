@@ -71,6 +71,16 @@ void check_combinations(const TrainConfig& c) {
          model.name + ": recomputation works on transformer blocks (gpt, llama); use " +
          "memory.recompute = none for this model");
   if (c.parallel.zero >= 2) check_zero_sharding(c, model);
+  if (c.parallel.sequence_parallel && !model.recompute_selective)
+    fail("config keys parallel.sequence_parallel = true and model.type = " +
+         std::string(model.name) +
+         ": sequence parallelism splits transformer blocks (gpt, "
+         "llama); use parallel.sequence_parallel = false");
+  if (c.parallel.sequence_parallel && c.parallel.tp > 1 && c.model.seq_len % c.parallel.tp != 0)
+    fail("config keys parallel.sequence_parallel = true, model.seq_len = " +
+         std::to_string(c.model.seq_len) + " and parallel.tp = " + std::to_string(c.parallel.tp) +
+         ": each tp rank takes seq_len / tp token rows of every sequence; make seq_len a "
+         "multiple of tp");
   if (c.parallel.zero_shard_ranks > 0 && c.parallel.zero < 2)
     fail("config key parallel.zero_shard_ranks = " + std::to_string(c.parallel.zero_shard_ranks) +
          " needs parallel.zero = 2 or 3 (it says over which ranks their shards split)");

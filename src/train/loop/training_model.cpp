@@ -16,7 +16,8 @@ namespace trellis {
 TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
                              const ProcessGrid& grid, std::int64_t capacity,
                              std::int64_t total_steps) {
-  const nn::TensorParallel tp{grid.size(Axis::tp) > 1 ? &grid.communicator(Axis::tp) : nullptr};
+  const nn::TensorParallel tp{grid.size(Axis::tp) > 1 ? &grid.communicator(Axis::tp) : nullptr,
+                              config.parallel.sequence_parallel};
   const MpiComm& dp = grid.dp();
   grad_exchange_dp_ = dp.size();
   const int pp = grid.size(Axis::pp), stage = grid.coords().pp;

@@ -145,6 +145,7 @@ struct ParallelConfig {
   std::string grad_exchange;  // auto | communicator | shared_memory (TrainingModel resolves)
   int zero = 0;               // ZeRO stage: 0, 1 (optimizer state), 2 (+ grads), 3 (+ params)
   int zero_shard_ranks = 0;   // ZeRO-2/3 shard groups: 0 = the dp group, N = hybrid (HSDP)
+  bool sequence_parallel = false;  // Megatron-SP in the transformer blocks when tp > 1
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   std::string stages;                      // parallel.stages: units per stage, or empty (balanced)
   Precision grad_dtype = Precision::fp32;  // the data-parallel gradient wire format

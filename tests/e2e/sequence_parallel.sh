@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Sequence parallelism (parallel.sequence_parallel, nn/tensor_parallel.hpp, Megatron-SP): the
+# blocks' residual stream, norms and saved inputs split by token rows over the tp group. Losses
+# within 1e-5 of one rank at every step, and the final model.h5 too, for the GPT (dropout on)
+# and the Llama block at tp 2, with selective and full recomputation, tp 2 x pp 2, and tp 2 x
+# dp 2 with ZeRO-3; bf16 as close as plain tp 2; the saved activations of a rank shrink, the
+# plan still equal to the measurement; the refusals name their keys.
+source "$(dirname "$0")/common.sh"
+py=$TRELLIS_PYTHON
+"$py" "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" --out-dir "$WORK/tokens" \
+  > /dev/null
+common=(--data.train="$WORK/tokens/train.h5" --data.test="$WORK/tokens/val.h5" --model.n_layer=4
+        --model.n_head=4 --model.d_model=64 --model.seq_len=64 --model.dropout=0.1
+        --train.global_batch=8 --train.micro_batch=2 --train.max_steps=6 --train.eval_interval=3
+        --train.eval_batch=8 --train.eval_max_samples=16 --log.interval=1 --log.progress=lines
+        --parallel.grad_exchange=communicator)
+gpt=(train --config "$TRELLIS_SRC/inputs/gpt_char.ini" "${common[@]}")
+llama=(train --config "$TRELLIS_SRC/inputs/llama_char.ini" "${common[@]}" --model.n_kv_head=2)
+sp=(--parallel.tp=2 --parallel.sequence_parallel=true)
+run() {  # run NAME NP ARGS...
+  local name=$1 np=$2
+  shift 2
+  trellis_run "$np" "$@" --run.dir="$WORK/$name" > "$WORK/$name.log" 2>&1 \
+    || fail "$name: $(tail -5 "$WORK/$name.log")"
+}
+close() {  # close RTOL REFERENCE OTHER...: every step's loss and the final parameters
+  local rtol=$1
+  shift
+  "$py" "$TRELLIS_SRC/tools/compare_losses.py" --rtol "$rtol" --steps 6 "$WORK/$1" "${@/#/$WORK/}" \
+    || fail "losses differ: $*"
+  "$py" - "$WORK" "$rtol" "$@" <<'PY' || fail "final parameters differ: $*"
+import sys, h5py, numpy as np
+w, rtol, ref, others = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4:]
+a = h5py.File(f"{w}/{ref}/model.h5", "r")
+for other in others:
+    b = h5py.File(f"{w}/{other}/model.h5", "r")
+    for k in a["params"]:
+        assert np.allclose(a["params"][k][()], b["params"][k][()], rtol=10 * rtol, atol=1e-5), (other, k)
+PY
+}
+
+run one 1 "${gpt[@]}"
+run tp2 2 "${gpt[@]}" --parallel.tp=2
+run sp 2 "${gpt[@]}" "${sp[@]}"
+run sp-selective 2 "${gpt[@]}" "${sp[@]}" --memory.recompute=selective
+run sp-full 2 "${gpt[@]}" "${sp[@]}" --memory.recompute=full
+run sp-pp2 4 "${gpt[@]}" "${sp[@]}" --parallel.pp=2
+run sp-z3 4 "${gpt[@]}" "${sp[@]}" --parallel.zero=3
+close 1e-5 one tp2 sp sp-selective sp-full sp-pp2 sp-z3
+run llama-one 1 "${llama[@]}"
+run llama-sp 2 "${llama[@]}" "${sp[@]}"
+close 1e-5 llama-one llama-sp
+run bf16 1 "${gpt[@]}" --precision.mode=bf16
+run bf16-tp2 2 "${gpt[@]}" --precision.mode=bf16 --parallel.tp=2
+run bf16-sp 2 "${gpt[@]}" --precision.mode=bf16 "${sp[@]}"
+# 16-bit weights round differently once tp sums in another order: losses only, at 1e-4.
+"$py" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-4 --steps 6 "$WORK/bf16" "$WORK/bf16-tp2" \
+  "$WORK/bf16-sp" || fail "bf16 losses differ"
+
+"$py" - "$WORK" <<'PY'
+import json, sys
+w = sys.argv[1]
+s = {n: json.load(open(f"{w}/{n}/summary.json")) for n in ("tp2", "sp")}
+for n, x in s.items():
+    assert x["memory_peak"]["activations"] == x["memory_plan"]["activations"], (n, x)
+a, b = s["tp2"]["memory_peak"]["activations"], s["sp"]["memory_peak"]["activations"]
+assert b < 0.75 * a, (a, b)
+print(f"sequence parallel: activations per rank at tp 2 {a / 2**20:.2f} -> {b / 2**20:.2f} MiB")
+PY
+
+expect_exit 2 "$WORK/seq.log" trellis_run 2 "${gpt[@]}" "${sp[@]}" --model.seq_len=63 \
+  --run.dir="$WORK/seq"
+grep -q "parallel.sequence_parallel = true, model.seq_len = 63 and parallel.tp = 2" "$WORK/seq.log" \
+  || fail "no error naming model.seq_len: $(grep -m1 error "$WORK/seq.log")"
+expect_exit 2 "$WORK/mlp.log" trellis_run 1 train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" \
+  --data.train="$WORK/tokens/train.h5" --parallel.sequence_parallel=true --run.dir="$WORK/mlp"
+grep -q "parallel.sequence_parallel = true and model.type = mlp" "$WORK/mlp.log" \
+  || fail "no error naming parallel.sequence_parallel: $(tail -3 "$WORK/mlp.log")"
+echo "sequence_parallel: ok"
