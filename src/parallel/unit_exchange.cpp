@@ -5,6 +5,7 @@
 #include "trellis/kernels/vector_ops.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <string>
 
 namespace trellis {
@@ -32,7 +33,14 @@ UnitExchange::UnitExchange(Communicator& dp, Communicator* replica, nn::Paramete
   store_.set_unit_listener(this);
 }
 
-UnitExchange::~UnitExchange() { store_.set_unit_listener(nullptr); }
+UnitExchange::~UnitExchange() {
+  store_.set_unit_listener(nullptr);
+  // The first unit's gather of a step that never came; not while unwinding an error (the peers
+  // may never have started theirs).
+  if (std::uncaught_exceptions() == 0)
+    for (Slot& slot : slots_)
+      if (slot.gathering) dp_.wait(slot.gather);
+}
 
 long UnitExchange::layout_unit(std::size_t unit) const {
   TRELLIS_REQUIRE(unit < layout_.layout_unit.size(),
@@ -178,6 +186,8 @@ void UnitExchange::invalidate() {
     }
     slot.param_unit = -1;
   }
+  // The first unit is needed first: its gather travels while the embeddings compute.
+  if (stage_ >= 3 && !layout_.units.empty()) start_gather(0);
 }
 
 }  // namespace trellis

@@ -58,7 +58,8 @@ class UnitExchange : public nn::UnitListener {
 
   // Completes every unit reduction (the shard then holds this step's unit gradients).
   void finish_reduction();
-  // The shard's parameters changed (an update, a checkpoint): every slot is stale.
+  // The shard's parameters changed (an update, a checkpoint): every slot is stale, and the
+  // first unit's gather starts (ZeRO-3) for the next forward.
   void invalidate();
   // Gathers started, of them prefetched and already in their slot when needed (last step).
   std::size_t gathers() const { return gathers_; }
