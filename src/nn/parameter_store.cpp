@@ -259,6 +259,8 @@ const FloatView& ParameterStore::grads() const {
 
 const MaskView& ParameterStore::decay_mask() const {
   require_finalized("decay_mask");
+  TRELLIS_REQUIRE(decay_mask_.extent(0) == buffer_size_,
+                  "ParameterStore::decay_mask() after release_decay_mask()");
   return decay_mask_;
 }
 

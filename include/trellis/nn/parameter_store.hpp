@@ -208,6 +208,9 @@ class ParameterStore {
   const FloatView& grads() const;
   // [buffer_size()]: 1 where weight decay applies, 0 elsewhere (padding included).
   const MaskView& decay_mask() const;
+  // Drops the store's handle of decay_mask() (whoever took a copy or a shard keeps theirs);
+  // decay_mask() is an Error after it.
+  void release_decay_mask() { decay_mask_ = MaskView(); }
 
   // Parameter i's window [numel]: managed subviews, for optimizers, checkpoints and tests.
   // Placed parameters (ZeRO-3): only valid while parameter i's unit is in its slot.

@@ -133,8 +133,9 @@ MemoryPlan plan_memory(const TrainConfig& config, const DataShape& data, const P
     if (stage_of_zero >= 2)  // two receive buffers of the largest unit's piece
       at(plan, MemoryCategory::communication) += 2 * 4 * buffers.largest_piece;
     at(plan, MemoryCategory::optimizer_state) += 4 * shard * optimizer_state_buffers(config.optim);
-    // The decay mask, and the norm mask while it is cut to its shard (a byte per element).
-    at(plan, MemoryCategory::other) += 2 * P + (zero ? shard : 0);
+    // A byte per element: unsharded, the decay and the norm masks; sharded, their shards and
+    // the whole of one of them while it is cut (decay first, then norm).
+    at(plan, MemoryCategory::other) += zero ? P + 2 * shard : 2 * P;
     if (config.precision.mode != Precision::fp32) {
       std::string notice;
       const nn::Autocast autocast =

@@ -101,9 +101,12 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   std::vector<std::string> copies;
   for (const std::string& name : tied_)
     if (is_stage_copy(name)) copies.push_back(name);
-  norm_mask_ = NormMask(sync_->gather_shard(trellis::norm_mask(store_, grid.coords(), copies)));
   optimizer_ = make_optimizer(config.optimizer_spec(), sync_->update_size(),
                               sync_->gather_shard(store_.decay_mask()));
+  // Sharded, the optimizer keeps its shard of the mask: no rank keeps a byte per parameter of
+  // the whole stage. Unsharded, the optimizer shares the store's.
+  store_.release_decay_mask();
+  norm_mask_ = NormMask(sync_->gather_shard(trellis::norm_mask(store_, grid.coords(), copies)));
   schedule_ = std::make_unique<LrSchedule>(config.schedule_spec(total_steps));
   loss_scaler_ = std::make_unique<LossScaler>(config.precision.loss_scale_spec());
 }
