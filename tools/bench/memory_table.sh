@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The memory table of docs/memory.md: a GPT (inputs/gpt_char.ini by default) at dp 1, 2 and 4
-# with ZeRO 0 and 1 and recomputation none, selective and full. Each run prints the memory plan
+# with ZeRO 0, 1, 2 and 3 (ZeRO only from dp 2) and recomputation none, selective and full. Each run prints the memory plan
 # made before anything is allocated and the ledger's measured peak (summary.json: the largest
 # rank's), per category, and its throughput; the table compares them. Memory figures do not
 # depend on the machine's load; the tokens/s are one run each on a shared machine (+-15%).
 #
 # usage: tools/bench/memory_table.sh [CONFIG]
 # env:   TRELLIS_BIN (build/trellis), TEXT_DIR (data/austen: make demo-gpt prepares it),
-#        STEPS (20), DPS ("1 2 4"), ZEROS ("0 1"), MODES ("none selective full"), ARGS (more
+#        STEPS (20), DPS ("1 2 4"), ZEROS ("0 1 2 3"), MODES ("none selective full"), ARGS (more
 #        overrides), BENCH_OUT (keep the runs)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,8 +20,8 @@ mkdir -p "$out"
 [[ -e "$bin" && -e "$text/train.h5" ]] || { echo "memory_table: need $bin and $text/train.h5" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for dp in ${DPS:-1 2 4}; do
-  for zero in ${ZEROS:-0 1}; do
-    [[ $dp == 1 && $zero == 1 ]] && continue  # ZeRO over one rank shards nothing
+  for zero in ${ZEROS:-0 1 2 3}; do
+    [[ $dp == 1 && $zero != 0 ]] && continue  # ZeRO over one rank shards nothing
     for mode in ${MODES:-none selective full}; do
       name="dp$dp-zero$zero-$mode"
       # shellcheck disable=SC2086
