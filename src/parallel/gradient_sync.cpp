@@ -44,9 +44,9 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
           : std::max(multiple, options.bucket_bytes / sizeof(float) / multiple * multiple);
   ZeroLayout layout;
   if (options_.zero >= 2) {
-    if (options.shared != nullptr || options.wire != Precision::fp32 || options.powersgd.rank > 0)
+    if (options.shared != nullptr || options.powersgd.rank > 0)
       throw Error("GradientSync: ZeRO-" + std::to_string(options_.zero) +
-                  " needs the communicator exchange with an fp32 wire and no PowerSGD");
+                  " needs the communicator exchange and no PowerSGD");
     layout = zero_layout(store.units(), numel);
   } else if (options.replica != nullptr) {
     throw Error("GradientSync: hybrid sharding (a replica group) needs ZeRO-2 or ZeRO-3");
@@ -108,7 +108,7 @@ GradientSync::GradientSync(Communicator& dp, nn::ParameterStore& store,
                     range.shard_offset, range.shard_offset + length});
   }
   if (options_.wire != Precision::fp32) {
-    wire_ = kernels::HalfView("trellis::grad_wire", numel);
+    wire_ = kernels::HalfView("trellis::grad_wire", store.grad_floats());
     if (zero1_) shard_wire_ = kernels::HalfView("trellis::grad_wire_shard", update_size_);
   }
   if (options_.powersgd.rank > 0)
@@ -150,8 +150,8 @@ void GradientSync::start_bucket(std::size_t b, bool gather) {
     requests_[b] = dp_.start_all_gather(own, bucket_params, bucket.piece);
   } else if (wire != Precision::fp32) {
     const std::size_t len = bucket.end - bucket.begin;
-    std::uint16_t* words = wire_.data() + bucket.begin;
-    kernels::to_half(wire, kernels::ConstVector(grads + bucket.begin, len),
+    std::uint16_t* words = wire_.data() + bucket.grads_at;
+    kernels::to_half(wire, kernels::ConstVector(grads + bucket.grads_at, len),
                      kernels::HalfVector(words, len));
     requests_[b] = zero1_ ? dp_.start_reduce_scatter_half(
                                 words, shard_wire_.data() + bucket.shard_offset, bucket.piece, wire)

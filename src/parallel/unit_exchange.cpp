@@ -12,12 +12,13 @@ namespace trellis {
 
 UnitExchange::UnitExchange(Communicator& dp, Communicator* replica, nn::ParameterStore& store,
                            ZeroLayout layout, int stage, std::vector<UnitShard> shards,
-                           FloatView shard_params, FloatView shard_grads)
+                           FloatView shard_params, FloatView shard_grads, Precision wire)
     : dp_(dp),
       replica_(replica),
       store_(store),
       layout_(std::move(layout)),
       stage_(stage),
+      wire_(wire),
       shards_(std::move(shards)),
       shard_params_(shard_params),
       shard_grads_(shard_grads) {
@@ -26,9 +27,16 @@ UnitExchange::UnitExchange(Communicator& dp, Communicator* replica, nn::Paramete
   std::size_t largest = 0;
   for (const UnitShard& shard : shards_) largest = std::max(largest, shard.piece);
   slots_.resize(layout_.slots);
-  for (std::size_t s = 0; s < slots_.size(); ++s)
+  for (std::size_t s = 0; s < slots_.size(); ++s) {
     slots_[s].received = FloatView("trellis::zero::received." + std::to_string(s),
                                    std::max<std::size_t>(largest, 1));
+    if (wire_ != Precision::fp32) {
+      slots_[s].send16 =
+          kernels::HalfView("trellis::grad_wire::slot." + std::to_string(s), layout_.slot_floats);
+      slots_[s].recv16 = kernels::HalfView("trellis::grad_wire::received." + std::to_string(s),
+                                           std::max<std::size_t>(largest, 1));
+    }
+  }
   across_queue_.reserve(2 * slots_.size());
   store_.set_unit_listener(this);
 }
@@ -83,8 +91,17 @@ void UnitExchange::after_backward(std::size_t unit) {
   slot.reducing = true;
   slot.across = false;
   slot.reduce_us = trace::recording() ? trace::now_us() : -1.0;
-  slot.reduce = dp_.start_reduce_scatter(store_.grads().data() + layout_.slot_begin(u),
-                                         slot.received.data(), shards_[u].piece, ReduceOp::sum);
+  const float* grads = store_.grads().data() + layout_.slot_begin(u);
+  if (wire_ == Precision::fp32) {
+    slot.reduce =
+        dp_.start_reduce_scatter(grads, slot.received.data(), shards_[u].piece, ReduceOp::sum);
+  } else {
+    const std::size_t len = layout_.units[u].end - layout_.units[u].begin;
+    kernels::to_half(wire_, kernels::ConstVector(grads, len),
+                     kernels::HalfVector(slot.send16.data(), len));
+    slot.reduce = dp_.start_reduce_scatter_half(slot.send16.data(), slot.recv16.data(),
+                                                shards_[u].piece, wire_);
+  }
   if (replica_ != nullptr) across_queue_.push_back(u % slots_.size());
   progress();
 }
@@ -133,7 +150,15 @@ void UnitExchange::complete_gather(Slot& slot) {
   store_.refresh_compute_range(layout_.units[k].begin, layout_.units[k].end);
 }
 
+void UnitExchange::widen(Slot& slot) {
+  if (wire_ == Precision::fp32) return;
+  const std::size_t piece = shards_[static_cast<std::size_t>(slot.grad_unit)].piece;
+  kernels::from_half(wire_, kernels::ConstHalfVector(slot.recv16.data(), piece),
+                     kernels::Vector(slot.received.data(), piece));
+}
+
 void UnitExchange::start_across(Slot& slot) {
+  widen(slot);
   slot.across = true;
   slot.reduce = replica_->start_all_reduce(
       slot.received.data(), shards_[static_cast<std::size_t>(slot.grad_unit)].piece, ReduceOp::sum);
@@ -142,6 +167,7 @@ void UnitExchange::start_across(Slot& slot) {
 void UnitExchange::complete_reduction(Slot& slot) {
   if (replica_ == nullptr) {
     dp_.wait(slot.reduce);
+    widen(slot);
   } else {
     // Start the replicas' all-reduces in queue order up to this slot's.
     while (!slot.across) {

@@ -23,7 +23,7 @@
 //                per bucket, update_windows(): no packed copy of the parameters), and
 //                finish_update() all-gathers them in place into store.params()[b0, b1).
 //
-// ZeRO-2 / ZeRO-3 (options.zero >= 2; communicator exchange, fp32 wire, no PowerSGD): the
+// ZeRO-2 / ZeRO-3 (options.zero >= 2; communicator exchange, no PowerSGD): the
 // buckets follow the store's units (zero_layout.hpp): one bucket per unit, the outer ranges cut
 // into buckets as above. The units' gradients (ZeRO-3: and parameters) live in two slots of
 // the physical buffers; UnitExchange reduce-scatters each unit's gradients into the shard

@@ -26,6 +26,8 @@
 
 #include "trellis/comm/communicator.hpp"
 #include "trellis/core/kokkos_types.hpp"
+#include "trellis/core/precision.hpp"
+#include "trellis/kernels/precision_cast.hpp"
 #include "trellis/nn/parameter_store.hpp"
 #include "trellis/parallel/zero_layout.hpp"
 
@@ -44,9 +46,11 @@ class UnitExchange : public nn::UnitListener {
   // shard_grads: [update_size]. All must outlive the exchange. Registers as the store's unit
   // listener; the destructor detaches it.
   // dp: the group the shards split over; replica: the group they are replicated over, or null.
+  // wire: the format the reduce-scatters carry (parallel.grad_dtype; 16-bit: cast down from
+  // the slot, summed with fp32 arithmetic, cast back into the receive buffer).
   UnitExchange(Communicator& dp, Communicator* replica, nn::ParameterStore& store,
                ZeroLayout layout, int stage, std::vector<UnitShard> shards, FloatView shard_params,
-               FloatView shard_grads);
+               FloatView shard_grads, Precision wire = Precision::fp32);
   ~UnitExchange() override;
   UnitExchange(const UnitExchange&) = delete;
   UnitExchange& operator=(const UnitExchange&) = delete;
@@ -77,7 +81,9 @@ class UnitExchange : public nn::UnitListener {
     bool across = false;  // the reduce-scatter is done; `reduce` is the replicas' all-reduce
     CommRequest reduce;
     double reduce_us = -1;
-    FloatView received;  // [largest piece]
+    FloatView received;        // [largest piece]
+    kernels::HalfView send16;  // 16-bit wire: [slot floats] the slot's gradients
+    kernels::HalfView recv16;  // 16-bit wire: [largest piece] the reduced piece
   };
 
   long layout_unit(std::size_t unit) const;
@@ -88,6 +94,7 @@ class UnitExchange : public nn::UnitListener {
   void complete_gather(Slot& slot);
   void complete_reduction(Slot& slot);
   void start_across(Slot& slot);  // the replicas' all-reduce of the received piece
+  void widen(Slot& slot);         // 16-bit wire: the reduced piece into `received`
   void progress();
 
   Communicator& dp_;
@@ -96,6 +103,7 @@ class UnitExchange : public nn::UnitListener {
   nn::ParameterStore& store_;
   ZeroLayout layout_;
   int stage_;
+  Precision wire_;
   std::vector<UnitShard> shards_;
   FloatView shard_params_, shard_grads_;
   std::vector<Slot> slots_;

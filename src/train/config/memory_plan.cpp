@@ -41,6 +41,7 @@ std::int64_t batch_bytes(std::int64_t samples, const DataShape& data) {
 // unit's piece (ZeRO-2/3's receive buffers).
 struct StageBuffers {
   std::int64_t logical = 0, params = 0, grads = 0, largest_piece = 0;
+  std::int64_t slots = 0, slot_floats = 0;  // ZeRO-2/3's slots of the largest unit
 };
 
 // What the stage's model, pipeline buffers and losses allocate (by category), and its buffers.
@@ -93,6 +94,8 @@ StageBuffers census_of_stage(const TrainConfig& config, const DataShape& data,
   if (config.parallel.zero >= 2) {
     const ZeroLayout layout = zero_layout(store.units(), store.buffer_size());
     buffers.grads = static_cast<std::int64_t>(layout.physical_floats());
+    buffers.slots = static_cast<std::int64_t>(layout.slots);
+    buffers.slot_floats = static_cast<std::int64_t>(layout.slot_floats);
     if (config.parallel.zero >= 3) buffers.params = buffers.grads;
     const int shard_ranks =
         config.parallel.zero_shard_ranks > 0 ? config.parallel.zero_shard_ranks : grid.dp;
@@ -143,7 +146,10 @@ MemoryPlan plan_memory(const TrainConfig& config, const DataShape& data, const P
       at(plan, MemoryCategory::half_copies) += (autocast.native ? 2 : 4) * buffers.params;
     }
     if (config.parallel.grad_dtype != Precision::fp32 && grid.dp > 1)
-      at(plan, MemoryCategory::communication) += 2 * P + (zero ? 2 * shard : 0);
+      at(plan, MemoryCategory::communication) +=
+          2 * buffers.grads + (zero ? 2 * shard : 0) +
+          // ZeRO-2/3: each slot's 16-bit gradients and reduced piece
+          2 * buffers.slots * (buffers.slot_floats + buffers.largest_piece);
     const std::int64_t local = config.local_batch(grid.dp);
     const std::int64_t eval_rows = config.data.test.empty() ? 0 : config.train.eval_batch;
     at(plan, MemoryCategory::data) += batch_bytes(std::max(local, eval_rows), data) +

@@ -27,12 +27,10 @@ void check_zero_sharding(const TrainConfig& c, const ModelRegistration& model) {
     fail(zero +
          " and parallel.grad_exchange = shared_memory: ZeRO-2/3 reduce-scatter each "
          "block through the communicator; use parallel.grad_exchange = communicator or auto");
-  if (c.parallel.grad_dtype != Precision::fp32 || c.parallel.powersgd_rank > 0)
-    fail(zero + " and " +
-         (c.parallel.powersgd_rank > 0
-              ? std::string("parallel.powersgd_rank")
-              : "parallel.grad_dtype = " + std::string(precision_name(c.parallel.grad_dtype))) +
-         ": ZeRO-2/3 reduce fp32 gradients uncompressed; use parallel.zero = 1 with compression");
+  if (c.parallel.powersgd_rank > 0)
+    fail(zero + " and parallel.powersgd_rank = " + std::to_string(c.parallel.powersgd_rank) +
+         ": ZeRO-2/3 reduce-scatter each block's gradients, PowerSGD compresses the whole "
+         "buffer at once; use parallel.zero = 1 with PowerSGD");
   if (c.parallel.zero == 3 && c.prune.method != "none" && !c.prune.method.empty())
     fail(zero + " and prune.method = " + c.prune.method +
          ": pruning masks are computed from whole tensors, which ZeRO-3 never gathers at once; "
