@@ -5,34 +5,12 @@
 # with ZeRO-1, tp 2, pp 2 (1F1B, 4 micro-batches) and bf16; and the memory it saves: the peak of
 # saved activations falls, the shared recompute buffers appear, backward scratch is unchanged.
 source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/small_decoder.sh"
 py=$TRELLIS_PYTHON
-"$py" "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" --out-dir "$WORK/tokens" \
-  > /dev/null
-common=(--data.train="$WORK/tokens/train.h5" --data.test="$WORK/tokens/val.h5" --model.n_layer=4
-        --model.n_head=4 --model.d_model=64 --model.seq_len=64 --model.dropout=0.1
-        --train.global_batch=8 --train.micro_batch=2 --train.max_steps=6 --train.eval_interval=3
-        --train.eval_batch=8 --train.eval_max_samples=16 --log.interval=1 --log.progress=lines)
-gpt=(train --config "$TRELLIS_SRC/inputs/gpt_char.ini" "${common[@]}")
-llama=(train --config "$TRELLIS_SRC/inputs/llama_char.ini" "${common[@]}" --model.n_kv_head=2)
-run() {  # run NAME NP ARGS...
-  local name=$1 np=$2
-  shift 2
-  trellis_run "$np" "$@" --run.dir="$WORK/$name" > "$WORK/$name.log" 2>&1 \
-    || fail "$name: $(tail -5 "$WORK/$name.log")"
-}
 same() {  # same REFERENCE OTHER...: losses and final parameters bit for bit
   "$py" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 0 --steps 6 "$WORK/$1" "${@/#/$WORK/}" \
     || fail "losses differ: $*"
-  "$py" - "$WORK" "$@" <<'PY' || fail "final parameters differ: $*"
-import sys, h5py, numpy as np
-w, ref, others = sys.argv[1], sys.argv[2], sys.argv[3:]
-a = h5py.File(f"{w}/{ref}/model.h5", "r")
-for other in others:
-    b = h5py.File(f"{w}/{other}/model.h5", "r")
-    assert sorted(a["params"]) == sorted(b["params"])
-    for k in a["params"]:
-        assert np.array_equal(a["params"][k][()], b["params"][k][()]), (other, k)
-PY
+  same_params 0 "$@"
 }
 layouts=("1 " "2 --parallel.zero=1 --parallel.grad_exchange=communicator" "2 --parallel.tp=2"
          "2 --parallel.pp=2" "1 --precision.mode=bf16")

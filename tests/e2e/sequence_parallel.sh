@@ -6,38 +6,11 @@
 # dp 2 with ZeRO-3; bf16 as close as plain tp 2; the saved activations of a rank shrink, the
 # plan still equal to the measurement; the refusals name their keys.
 source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/small_decoder.sh"
 py=$TRELLIS_PYTHON
-"$py" "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" --out-dir "$WORK/tokens" \
-  > /dev/null
-common=(--data.train="$WORK/tokens/train.h5" --data.test="$WORK/tokens/val.h5" --model.n_layer=4
-        --model.n_head=4 --model.d_model=64 --model.seq_len=64 --model.dropout=0.1
-        --train.global_batch=8 --train.micro_batch=2 --train.max_steps=6 --train.eval_interval=3
-        --train.eval_batch=8 --train.eval_max_samples=16 --log.interval=1 --log.progress=lines
-        --parallel.grad_exchange=communicator)
-gpt=(train --config "$TRELLIS_SRC/inputs/gpt_char.ini" "${common[@]}")
-llama=(train --config "$TRELLIS_SRC/inputs/llama_char.ini" "${common[@]}" --model.n_kv_head=2)
+gpt+=(--parallel.grad_exchange=communicator)
+llama+=(--parallel.grad_exchange=communicator)
 sp=(--parallel.tp=2 --parallel.sequence_parallel=true)
-run() {  # run NAME NP ARGS...
-  local name=$1 np=$2
-  shift 2
-  trellis_run "$np" "$@" --run.dir="$WORK/$name" > "$WORK/$name.log" 2>&1 \
-    || fail "$name: $(tail -5 "$WORK/$name.log")"
-}
-close() {  # close RTOL REFERENCE OTHER...: every step's loss and the final parameters
-  local rtol=$1
-  shift
-  "$py" "$TRELLIS_SRC/tools/compare_losses.py" --rtol "$rtol" --steps 6 "$WORK/$1" "${@/#/$WORK/}" \
-    || fail "losses differ: $*"
-  "$py" - "$WORK" "$rtol" "$@" <<'PY' || fail "final parameters differ: $*"
-import sys, h5py, numpy as np
-w, rtol, ref, others = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4:]
-a = h5py.File(f"{w}/{ref}/model.h5", "r")
-for other in others:
-    b = h5py.File(f"{w}/{other}/model.h5", "r")
-    for k in a["params"]:
-        assert np.allclose(a["params"][k][()], b["params"][k][()], rtol=10 * rtol, atol=1e-5), (other, k)
-PY
-}
 
 run one 1 "${gpt[@]}"
 run tp2 2 "${gpt[@]}" --parallel.tp=2
