@@ -21,8 +21,14 @@ run sp-pp2 4 "${gpt[@]}" "${sp[@]}" --parallel.pp=2
 run sp-z3 4 "${gpt[@]}" "${sp[@]}" --parallel.zero=3
 close 1e-5 one tp2 sp sp-selective sp-full sp-pp2 sp-z3
 run llama-one 1 "${llama[@]}"
+run llama-tp2 2 "${llama[@]}" --parallel.tp=2
 run llama-sp 2 "${llama[@]}" "${sp[@]}"
-close 1e-5 llama-one llama-sp
+"$py" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 6 "$WORK/llama-one" \
+  "$WORK/llama-tp2" "$WORK/llama-sp" || fail "llama losses differ"
+# The Llama's final parameters differ by up to 2e-5 between one rank and plain tp 2 already
+# (measured, host and portable builds: 1% of one Adam step at lr 3e-3, which magnifies the last
+# bits of near-zero gradients); SP is held to the same 1e-4.
+same_params 1e-4:1e-4 llama-one llama-tp2 llama-sp
 run bf16 1 "${gpt[@]}" --precision.mode=bf16
 run bf16-tp2 2 "${gpt[@]}" --precision.mode=bf16 --parallel.tp=2
 run bf16-sp 2 "${gpt[@]}" --precision.mode=bf16 "${sp[@]}"

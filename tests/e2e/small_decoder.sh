@@ -18,19 +18,20 @@ run() {
     || fail "$name: $(tail -5 "$WORK/$name.log")"
 }
 
-# same_params RTOL REFERENCE OTHER...: the final model.h5 of each run equals the reference's
-# (RTOL 0: bit for bit; else within RTOL relative and 1e-5 absolute).
+# same_params RTOL[:ATOL] REFERENCE OTHER...: the final model.h5 of each run equals the
+# reference's (RTOL 0: bit for bit; else within RTOL relative and ATOL (1e-5) absolute).
 same_params() {
   "$TRELLIS_PYTHON" - "$WORK" "$@" <<'PY' || fail "final parameters differ: $*"
 import sys, h5py, numpy as np
-w, rtol, ref, others = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4:]
+w, tol, ref, others = sys.argv[1], sys.argv[2].split(":"), sys.argv[3], sys.argv[4:]
+rtol, atol = float(tol[0]), float(tol[1]) if len(tol) > 1 else 1e-5
 a = h5py.File(f"{w}/{ref}/model.h5", "r")
 for other in others:
     b = h5py.File(f"{w}/{other}/model.h5", "r")
     assert sorted(a["params"]) == sorted(b["params"]), other
     for k in a["params"]:
         x, y = a["params"][k][()], b["params"][k][()]
-        ok = np.array_equal(x, y) if rtol == 0 else np.allclose(x, y, rtol=rtol, atol=1e-5)
+        ok = np.array_equal(x, y) if rtol == 0 else np.allclose(x, y, rtol=rtol, atol=atol)
         assert x.shape == y.shape and ok, (other, k)
 PY
 }
