@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# ZeRO-2 and ZeRO-3 (parallel.zero = 2 | 3, parallel/unit_exchange.hpp): the losses of every
-# step within 1e-5 of the unsharded run, and the final model.h5 too, at dp 2 and 4, hybrid
-# (shard over 2, replicate twice), with tp 2,
-# pp 2, bf16, fp16 with the loss scaler and clipping, full recomputation, the Llama block and the
-# CNN; checkpoints written as pieces and resumed across zero stages and layouts; the memory
-# per category equal to the plan, shrinking stage by stage; and a model refused at dp 4 without
-# ZeRO trains at dp 4 with ZeRO-3 and recomputation under the same limit.
+# ZeRO-2 and ZeRO-3 (parallel.zero = 2 | 3, parallel/unit_exchange.hpp): every step's loss
+# within 1e-5 of the unsharded run, and the final model.h5 too, at dp 2 and 4, hybrid (shard
+# over 2, replicate twice), with tp 2, pp 2, full and selective recomputation, the Llama block
+# and the CNN; bf16 and fp16 (loss scaler, clipping) and a 16-bit gradient wire as close as
+# plain dp is; checkpoints written as pieces and resumed across zero stages and layouts; the
+# memory per category equal to the plan, shrinking stage by stage; a model refused at dp 4
+# without ZeRO trains at dp 4 with ZeRO-3 and recomputation under the same limit; pruning with
+# ZeRO-2; the refusals.
 source "$(dirname "$0")/common.sh"
 source "$(dirname "$0")/small_decoder.sh"
 py=$TRELLIS_PYTHON
@@ -112,7 +113,19 @@ done
 run deep-z3 4 "${deep[@]}" --memory.limit_gb="$limit" --parallel.zero=3 --memory.recompute=full
 close 1e-5 deep-plain deep-z3
 
-# 5. Refusals name the keys.
+# 5. Pruning with ZeRO-2: the masks follow the same schedule, the same losses as one rank.
+prune=(--train.max_steps=12 --prune.method=magnitude --prune.initial_sparsity=0.2
+       --prune.final_sparsity=0.6 --prune.start_step=2 --prune.end_step=10 --prune.frequency=2)
+run prune1 1 "${gpt[@]}" "${prune[@]}"
+run prune-z2 2 "${gpt[@]}" "${prune[@]}" --parallel.zero=2
+"$py" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 12 "$WORK/prune1" \
+  "$WORK/prune-z2" || fail "pruned ZeRO-2 losses differ"
+
+# 6. Refusals name the keys.
+expect_exit 2 "$WORK/prune-z3.log" trellis_run 2 "${gpt[@]}" "${prune[@]}" --parallel.zero=3 \
+  --run.dir="$WORK/prune-z3"
+grep -q "parallel.zero = 3 and prune.method = magnitude" "$WORK/prune-z3.log" \
+  || fail "no error naming prune.method: $(grep -m1 error "$WORK/prune-z3.log")"
 expect_exit 2 "$WORK/mlp.log" trellis_run 1 train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" \
   --data.train="$WORK/tokens/train.h5" --parallel.zero=3 --run.dir="$WORK/mlp"
 grep -q "parallel.zero = 3 and model.type = mlp" "$WORK/mlp.log" \
