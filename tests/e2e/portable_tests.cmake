@@ -12,11 +12,11 @@ trellis_add_e2e_test(NAME gpt_equivalence SCRIPT ${E2E}/gpt_equivalence.sh)
 trellis_add_e2e_test(NAME llama_equivalence SCRIPT ${E2E}/llama_equivalence.sh)
 # The memory ledger's state figures through the device bodies (byte masks in the optimizer
 # and norm kernels).
-trellis_add_e2e_test(NAME memory SCRIPT ${E2E}/memory.sh)
+trellis_add_e2e_test(NAME memory SCRIPT ${E2E}/memory/memory.sh)
 # Recomputation through the device bodies: bitwise equal losses and parameters need every
 # kernel's rerun to reproduce its first forward exactly.
-trellis_add_e2e_test(NAME recompute SCRIPT ${E2E}/recompute.sh)
+trellis_add_e2e_test(NAME recompute SCRIPT ${E2E}/memory/recompute.sh)
 # ZeRO-2/3 and sequence parallelism through the device bodies and the communicator exchange
 # (gathers, reduce-scatters, the 16-bit wire, slots written by the device kernels).
-trellis_add_e2e_test(NAME zero SCRIPT ${E2E}/zero.sh)
-trellis_add_e2e_test(NAME sequence_parallel SCRIPT ${E2E}/sequence_parallel.sh)
+trellis_add_e2e_test(NAME zero SCRIPT ${E2E}/memory/zero.sh)
+trellis_add_e2e_test(NAME sequence_parallel SCRIPT ${E2E}/memory/sequence_parallel.sh)

@@ -7,7 +7,7 @@
 # memory per category equal to the plan, shrinking stage by stage; a model refused at dp 4
 # without ZeRO trains at dp 4 with ZeRO-3 and recomputation under the same limit; pruning with
 # ZeRO-2; the refusals.
-source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../common.sh"
 source "$(dirname "$0")/small_decoder.sh"
 py=$TRELLIS_PYTHON
 gpt+=(--parallel.grad_exchange=communicator)

@@ -5,7 +5,7 @@
 # and the Llama block at tp 2, with selective and full recomputation, tp 2 x pp 2, and tp 2 x
 # dp 2 with ZeRO-3; bf16 as close as plain tp 2; the saved activations of a rank shrink, the
 # plan still equal to the measurement; the refusals name their keys.
-source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../common.sh"
 source "$(dirname "$0")/small_decoder.sh"
 py=$TRELLIS_PYTHON
 gpt+=(--parallel.grad_exchange=communicator)

@@ -4,7 +4,7 @@
 # with dropout on, for the GPT and the Llama block, groups of 1 and 2 blocks, on 1 rank, dp 2
 # with ZeRO-1, tp 2, pp 2 (1F1B, 4 micro-batches) and bf16; and the memory it saves: the peak of
 # saved activations falls, the shared recompute buffers appear, backward scratch is unchanged.
-source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../common.sh"
 source "$(dirname "$0")/small_decoder.sh"
 py=$TRELLIS_PYTHON
 same() {  # same REFERENCE OTHER...: losses and final parameters bit for bit

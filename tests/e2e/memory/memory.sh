@@ -21,7 +21,7 @@
 #    recomputation too; memory.limit_gb below the plan refuses the run at start-up (exit 2)
 #    naming the categories and memory.recompute, and the same limit lets the recomputing
 #    layout train.
-source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/../common.sh"
 py=$TRELLIS_PYTHON
 "$py" "$TRELLIS_SRC/tools/text_to_tokens.py" --src "$TRELLIS_TEXT_CORPUS" --out-dir "$WORK/tokens" \
   > /dev/null
