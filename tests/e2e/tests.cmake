@@ -20,6 +20,7 @@ trellis_add_e2e_test(NAME memory SCRIPT ${E2E}/memory/memory.sh)
 trellis_add_e2e_test(NAME recompute SCRIPT ${E2E}/memory/recompute.sh)
 trellis_add_e2e_test(NAME zero SCRIPT ${E2E}/memory/zero.sh)
 trellis_add_e2e_test(NAME sequence_parallel SCRIPT ${E2E}/memory/sequence_parallel.sh)
+trellis_add_e2e_test(NAME sharded_inference SCRIPT ${E2E}/memory/sharded_inference.sh)
 trellis_add_e2e_test(NAME bpe_generate SCRIPT ${E2E}/bpe_generate.sh)
 # The Hugging Face bridge: init.weights on every layout (no transformers needed), and the
 # comparison with transformers, which exits 77 (skipped) when its Python (TRELLIS_HF_PYTHON,

@@ -27,7 +27,8 @@ std::vector<Command> make_table() {
        "evaluate saved weights (fp32 or int8) on a dataset",
        "Rebuilds the model stored in a weights file (model.h5, or the int8 file of `trellis\n"
        "quantize`) and prints its loss, accuracy and throughput on a dataset, all ranks\n"
-       "sharing the work.",
+       "sharing the work. --tp, --pp and --zero 3 spread a model larger than one rank over\n"
+       "the ranks, each reading only its pieces of the file.",
        {{"--weights", K::text, "FILE", "", true, "the weights file"},
         {"--data", K::text, "FILE", "", true, "the dataset (a trellis HDF5 file or shard list)"},
         {"--batch", K::integer, "N", "0", false,
@@ -35,7 +36,14 @@ std::vector<Command> make_table() {
          "quarter of free memory), at most 1000",
          0},
         {"--cache", K::flag, "", "", false,
-         "read each rank's share into memory first (throughput of the model, not the files)"}},
+         "read each rank's share into memory first (throughput of the model, not the files)"},
+        {"--tp", K::integer, "N", "1", false,
+         "split each layer over N ranks (tensor parallel): a model larger than one rank", 1},
+        {"--pp", K::integer, "N", "1", false, "split the layers into N pipeline stages", 1},
+        {"--zero", K::integer, "0|3", "0", false,
+         "3: each rank keeps 1/dp of every block, gathered as the forward reaches it", 0},
+        {"--memory-limit-gb", K::real, "GB", "0", false,
+         "refuse a layout whose memory plan exceeds GB per rank (as memory.limit_gb)", 0}},
        false,
        run_eval_command},
       {"export",
@@ -101,8 +109,8 @@ std::vector<Command> make_table() {
        "--dir"},
       {"generate",
        "sample text from a trained gpt or llama",
-       "Samples text from a trained language model, on one rank; the same command prints the\n"
-       "same text.",
+       "Samples text from a trained language model, on one rank (or, with --tp or --zero 3,\n"
+       "spread over all ranks); the same command prints the same text.",
        {{"--weights", K::text, "FILE", "", true, "the weights file of a gpt run"},
         {"--prompt", K::text, "TEXT", "", false, "the text to continue"},
         {"--tokens", K::integer, "N", "200", false, "tokens to generate", 0},
@@ -113,7 +121,14 @@ std::vector<Command> make_table() {
          "also write the logits of every prompt position, float32 [prompt bytes, vocab], as a "
          ".npy file (before sampling)"},
         {"--no-cache", K::flag, "", "", false,
-         "recompute the whole window for every token (no key/value cache; the reference)"}},
+         "recompute the whole window for every token (no key/value cache; the reference)"},
+        {"--tp", K::integer, "N", "1", false,
+         "split each layer over N ranks (tensor parallel): a model larger than one rank", 1},
+        {"--pp", K::integer, "N", "1", false, "refused: generation has no pipeline stages", 1},
+        {"--zero", K::integer, "0|3", "0", false,
+         "3: each rank keeps 1/dp of every block, gathered as the forward reaches it", 0},
+        {"--memory-limit-gb", K::real, "GB", "0", false,
+         "refuse a layout whose memory plan exceeds GB per rank (as memory.limit_gb)", 0}},
        false,
        run_generate_command},
   };

@@ -107,13 +107,17 @@ struct TextCodec {
 
 // The next token's logits without a cache: the last seq_len tokens of the context are placed
 // at the start of a window and the whole window is recomputed for every token.
+// Under tensor parallelism each tp rank computes the logits of its vocab/tp classes (a
+// contiguous block, in rank order): the rows are all-gathered over `tp` (MPI_COMM_NULL: none).
 class WindowDecoder {
  public:
-  WindowDecoder(nn::Model& model, int seq_len, int vocab)
+  WindowDecoder(nn::Model& model, int seq_len, int vocab, MPI_Comm tp = MPI_COMM_NULL)
       : model_(model),
         buffers_(1, 0, seq_len),
         seq_len_(seq_len),
-        row_("trellis::generate::logits", static_cast<std::size_t>(vocab)) {}
+        vocab_(vocab),
+        tp_(tp),
+        row_("trellis::generate::logits", static_cast<std::size_t>(model.local_classes())) {}
 
   // All positions' logits of the window, [length, vocab] (the last row: the next token's).
   ConstMatrix window(const std::vector<int>& context, std::size_t& length) {
@@ -127,17 +131,46 @@ class WindowDecoder {
     eval.training = false;
     return model_.forward(input, 1, eval);
   }
+  // The window's logits on the host, [length, vocab], every class.
+  std::vector<float> window_logits(const std::vector<int>& context, std::size_t& length) {
+    const ConstMatrix out = window(context, length);
+    const auto host = Kokkos::create_mirror_view_and_copy(
+        HostSpace(), Kokkos::subview(out, std::make_pair(std::size_t{0}, length), Kokkos::ALL()));
+    const std::size_t local = host.extent(1);
+    std::vector<float> mine(length * local);
+    for (std::size_t t = 0; t < length; ++t)
+      for (std::size_t v = 0; v < local; ++v) mine[t * local + v] = host(t, v);
+    const std::vector<float> blocks = gather_classes(mine);  // [tp][length][local]
+    std::vector<float> values(length * static_cast<std::size_t>(vocab_));
+    for (std::size_t b = 0; b < blocks.size() / (length * local); ++b)
+      for (std::size_t t = 0; t < length; ++t)
+        std::copy_n(blocks.begin() + static_cast<std::ptrdiff_t>((b * length + t) * local), local,
+                    values.begin() + static_cast<std::ptrdiff_t>(t * vocab_ + b * local));
+    return values;
+  }
   std::vector<float> next(const std::vector<int>& context) {
     std::size_t length = 0;
     const ConstMatrix out = window(context, length);
     Kokkos::deep_copy(row_, Kokkos::subview(out, length - 1, Kokkos::ALL()));
-    return std::vector<float>(row_.data(), row_.data() + row_.size());
+    return gather_classes(std::vector<float>(row_.data(), row_.data() + row_.size()));
   }
 
  private:
+  // Every tp rank's block of `mine`, in rank order (without tp: `mine`).
+  std::vector<float> gather_classes(std::vector<float> mine) const {
+    if (tp_ == MPI_COMM_NULL) return mine;
+    int ranks = 1;
+    TRELLIS_MPI(MPI_Comm_size(tp_, &ranks));
+    std::vector<float> all(mine.size() * static_cast<std::size_t>(ranks));
+    TRELLIS_MPI(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, all.data(),
+                              static_cast<int>(mine.size()), MPI_FLOAT, tp_));
+    return all;
+  }
+
   nn::Model& model_;
   BatchBuffers buffers_;
-  int seq_len_;
+  int seq_len_, vocab_;
+  MPI_Comm tp_;
   HostFloatView row_;
 };
 
@@ -194,24 +227,47 @@ class CachedDecoder {
 void generate_command(MPI_Comm world, const GenerateOptions& options, const Logger& log) {
   int rank = 0;
   TRELLIS_MPI(MPI_Comm_rank(world, &rank));
-  if (rank != 0) return;  // sampling one sequence is serial work; other ranks just exit
-
-  const TrainConfig config = saved_config(options.weights);
-  if (model_registration(config.model.type).data != DataKind::tokens)
-    throw ConfigError(options.weights + ": model.type = " + model_type_name(config.model.type) +
-                      "; generate needs a language model (one trained on token data)");
-  if (config.model.vocab <= 0)
-    throw InputError(options.weights +
-                     ": the stored config has no model.vocab (written by an older trellis?)");
-  const int seq_len = config.model.seq_len, vocab = config.model.vocab;
+  // Sampling one sequence is serial work: one rank does it, other ranks just exit; a model
+  // spread over the ranks (--tp, --zero 3) runs on all of them in step, rank 0 drawing.
+  const bool on_grid = options.layout.on_grid();
+  if (!on_grid && rank != 0) return;
+  TrainConfig config;
   DataShape shape;
-  shape.classes = vocab;
-  shape.seq_len = seq_len;
+  const auto read_config = [&] {
+    config = saved_config(options.weights);
+    if (model_registration(config.model.type).data != DataKind::tokens)
+      throw ConfigError(options.weights + ": model.type = " + model_type_name(config.model.type) +
+                        "; generate needs a language model (one trained on token data)");
+    if (config.model.vocab <= 0)
+      throw InputError(options.weights +
+                       ": the stored config has no model.vocab (written by an older trellis?)");
+    if (options.layout.pp > 1)
+      throw ConfigError("generate --pp " + std::to_string(options.layout.pp) +
+                        ": generation spreads a model over --tp and --zero 3, not pipeline stages");
+    shape.classes = config.model.vocab;
+    shape.seq_len = config.model.seq_len;
+  };
+  if (on_grid)
+    run_agreed(world, log, read_config);
+  else
+    read_config();
+  const int seq_len = config.model.seq_len, vocab = config.model.vocab;
   // An int8 model (trellis quantize) runs in its int8 form: its Linears and tied head int8;
   // LayerNorm, attention, the embeddings and the residual stream stay fp32.
   SavedModel saved;
-  open_saved_model(saved, options.weights, config, shape, 1);
-  nn::Model* model = saved.model.get();
+  std::unique_ptr<ProcessGrid> grid;
+  std::unique_ptr<ShardedModel> spread;
+  nn::Model* model = nullptr;
+  if (on_grid) {
+    run_agreed(world, log, [&] {
+      grid = std::make_unique<ProcessGrid>(world, options.layout.tp, 1, config.derived.backend);
+    });
+    spread = std::make_unique<ShardedModel>(*grid, options.weights, shape, 1, options.layout, log);
+    model = &spread->model().model();
+  } else {
+    open_saved_model(saved, options.weights, config, shape, 1);
+    model = saved.model.get();
+  }
 
   TextCodec codec;
   codec.vocab = vocab;
@@ -222,23 +278,25 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
   if (context.empty()) context = codec.encode("\n");
   const std::size_t prompt_tokens = context.size();
 
-  WindowDecoder window(*model, seq_len, vocab);
+  WindowDecoder window(*model, seq_len, vocab,
+                       grid && grid->size(Axis::tp) > 1 ? grid->tp().get() : MPI_COMM_NULL);
   if (!options.logits.empty()) {  // the prompt's window, in one forward pass
     std::size_t length = 0;
-    const ConstMatrix out = window.window(context, length);
-    const auto host = Kokkos::create_mirror_view_and_copy(
-        HostSpace(), Kokkos::subview(out, std::make_pair(std::size_t{0}, length), Kokkos::ALL()));
-    std::vector<float> values(length * static_cast<std::size_t>(vocab));
-    for (std::size_t t = 0; t < length; ++t)
-      for (int v = 0; v < vocab; ++v)
-        values[t * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(v)] = host(t, v);
-    write_npy(options.logits, values, length, static_cast<std::size_t>(vocab));
+    const std::vector<float> values = window.window_logits(context, length);
+    if (rank == 0) write_npy(options.logits, values, length, static_cast<std::size_t>(vocab));
   }
-  // The cache needs the fp32 decoder; an int8 model recomputes its window.
+  // The cache needs the fp32 decoder on one rank; an int8 or a spread model recomputes its
+  // window (the cached path runs the blocks without their tp reductions and ZeRO-3 gathers).
   auto* gpt = dynamic_cast<nn::Gpt*>(model);
   std::unique_ptr<CachedDecoder> cached;
-  if (gpt != nullptr && !options.no_cache)
+  if (gpt != nullptr && !options.no_cache && !on_grid)
     cached = std::make_unique<CachedDecoder>(*gpt, seq_len, vocab);
+  // Every rank draws the same token from the same logits; rank 0's is sent to all the same,
+  // so the ranks cannot drift apart.
+  const auto agree_on = [&](int token) {
+    if (on_grid) TRELLIS_MPI(MPI_Bcast(&token, 1, MPI_INT, 0, world));
+    return token;
+  };
 
   std::vector<int> order;
   std::vector<double> weights;
@@ -250,7 +308,8 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
   Stopwatch decode_timer;
   for (std::int64_t i = 0; i < options.tokens; ++i) {
     const double u = random_uniform(options.seed, stream, static_cast<std::uint64_t>(i));
-    context.push_back(sample_token(logits, options.temperature, options.top_k, u, order, weights));
+    context.push_back(
+        agree_on(sample_token(logits, options.temperature, options.top_k, u, order, weights)));
     if (i + 1 < options.tokens) logits = cached ? cached->next(context) : window.next(context);
   }
   const double decode_s = decode_timer.fenced_seconds();
@@ -266,7 +325,9 @@ void generate_command(MPI_Comm world, const GenerateOptions& options, const Logg
                                                " time(s) from the last seq_len / 2 tokens"
                                          : std::string()))
                    .c_str()
-             : "no cache (the whole window per token)"));
+      : on_grid
+          ? ("no cache (the whole window per token), model on " + grid->layout().describe()).c_str()
+          : "no cache (the whole window per token)"));
   const std::vector<int> generated(context.begin() + static_cast<std::ptrdiff_t>(prompt_tokens),
                                    context.end());
   log.info(options.prompt + codec.decode(generated));
@@ -282,6 +343,10 @@ int run_generate_command(const CommandContext& context, const CommandArgs& args)
   options.seed = static_cast<std::uint64_t>(args.integer("--seed"));
   options.logits = args.text("--logits");
   options.no_cache = args.flag("--no-cache");
+  options.layout.tp = static_cast<int>(args.integer("--tp"));
+  options.layout.pp = static_cast<int>(args.integer("--pp"));
+  options.layout.zero = static_cast<int>(args.integer("--zero"));
+  options.layout.memory_limit_gb = args.real("--memory-limit-gb");
   generate_command(context.world, options, context.log);
   return 0;
 }

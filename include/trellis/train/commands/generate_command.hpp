@@ -21,6 +21,8 @@
 
 #include "trellis/core/log.hpp"
 
+#include "trellis/train/commands/sharded_model.hpp"
+
 #include <mpi.h>
 
 #include <cstdint>
@@ -37,6 +39,7 @@ struct GenerateOptions {
   std::uint64_t seed = 0;
   std::string logits;     // "" = none
   bool no_cache = false;  // recompute the window per token (the cache-less reference)
+  ModelLayout layout;     // --tp, --zero: a model larger than one rank, on all ranks
 };
 
 void generate_command(MPI_Comm world, const GenerateOptions& options, const Logger& log);
