@@ -31,10 +31,6 @@ void check_zero_sharding(const TrainConfig& c, const ModelRegistration& model) {
     fail(zero + " and parallel.powersgd_rank = " + std::to_string(c.parallel.powersgd_rank) +
          ": ZeRO-2/3 reduce-scatter each block's gradients, PowerSGD compresses the whole "
          "buffer at once; use parallel.zero = 1 with PowerSGD");
-  if (c.parallel.zero == 3 && c.prune.method != "none" && !c.prune.method.empty())
-    fail(zero + " and prune.method = " + c.prune.method +
-         ": pruning masks are computed from whole tensors, which ZeRO-3 never gathers at once; "
-         "use parallel.zero = 2 (or 1) with pruning");
 }
 
 // Rules that involve more than one key; each names every key it involves.
@@ -82,10 +78,6 @@ void check_combinations(const TrainConfig& c) {
   if (c.parallel.zero_shard_ranks > 0 && c.parallel.zero < 2)
     fail("config key parallel.zero_shard_ranks = " + std::to_string(c.parallel.zero_shard_ranks) +
          " needs parallel.zero = 2 or 3 (it says over which ranks their shards split)");
-  if (c.parallel.zero_shard_ranks > 0 && c.prune.method != "none" && !c.prune.method.empty())
-    fail("config keys parallel.zero_shard_ranks = " + std::to_string(c.parallel.zero_shard_ranks) +
-         " and prune.method = " + c.prune.method +
-         ": pruning counts every dp rank's shard once; use parallel.zero_shard_ranks = 0");
   if (c.parallel.pp == 1 && !c.parallel.stages.empty())
     fail("config key parallel.stages = '" + c.parallel.stages +
          "' needs parallel.pp > 1 (it splits the model into pipeline stages); with "

@@ -6,6 +6,7 @@
 #include "trellis/kernels/vector_ops.hpp"
 #include "trellis/parallel/tensor_ownership.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -57,9 +58,14 @@ Pruner::Pruner(const PruneConfig& config, std::int64_t total_steps, const Proces
         ", the run has " + std::to_string(total_steps) +
         " steps): use a start_step <= " + std::to_string(schedule_.end_step));
   find_targets();
+  const GradientSync& sync = model_.sync();
+  if (sync.params_sharded()) {  // ZeRO-3: the masks live beside the shard, in update space
+    update_mask_ = FloatView("trellis::prune::update_mask", sync.update_size());
+    kernels::fill(update_mask_, 1.0f);
+    return;
+  }
   masks_ = FloatView("trellis::prune::masks", model_.store().buffer_size());
   kernels::fill(masks_, 1.0f);
-  const GradientSync& sync = model_.sync();
   if (sync.sharded()) {
     update_mask_ = FloatView("trellis::prune::update_mask", sync.update_size());
     refresh_update_mask();
@@ -101,8 +107,39 @@ bool Pruner::counts_here(std::size_t target) const {
                     grid_.coords());
 }
 
+std::vector<Pruner::Held> Pruner::held(std::size_t t) const {
+  const nn::ParamInfo& info = model_.store().info(t);
+  const GradientSync& sync = model_.sync();
+  if (!sync.params_sharded())
+    return {{model_.store().param_vector(t), slice(masks_, info.offset, info.offset + info.numel),
+             0, info.numel}};
+  std::vector<Held> out;
+  for (const GradientSync::ShardRange& range : sync.shard_ranges()) {
+    const std::size_t first = std::max(info.offset, range.flat_begin);
+    const std::size_t end = std::min(info.offset + info.numel, range.flat_end);
+    if (first >= end) continue;
+    const std::size_t local = range.shard_offset + (first - range.flat_begin);
+    out.push_back({slice(sync.shard_params(), local, local + (end - first)),
+                   slice(update_mask_, local, local + (end - first)), first - info.offset,
+                   end - info.offset});
+  }
+  return out;
+}
+
+void Pruner::sum_over_holders(std::vector<long long>& counts, bool over_stages) const {
+  const int n = static_cast<int>(counts.size());
+  TRELLIS_MPI(
+      MPI_Allreduce(MPI_IN_PLACE, counts.data(), n, MPI_LONG_LONG, MPI_SUM, grid_.tp().get()));
+  if (over_stages)
+    TRELLIS_MPI(
+        MPI_Allreduce(MPI_IN_PLACE, counts.data(), n, MPI_LONG_LONG, MPI_SUM, grid_.pp().get()));
+  if (model_.sync().params_sharded())
+    TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, counts.data(), n, MPI_LONG_LONG, MPI_SUM,
+                              model_.shard_group().get()));
+}
+
 void Pruner::refresh_update_mask() {
-  if (!model_.sync().sharded()) return;
+  if (!model_.sync().sharded() || model_.sync().params_sharded()) return;
   for (const GradientSync::ShardRange& range : model_.sync().shard_ranges()) {
     const std::size_t length = range.flat_end - range.flat_begin;
     Kokkos::deep_copy(slice(update_mask_, range.shard_offset, range.shard_offset + length),
@@ -155,24 +192,19 @@ void Pruner::prune_magnitudes(double target) {
           counts[g] = 0;
           for (const std::size_t t : groups[g])
             if (counts_here(t))
-              counts[g] += kernels::count_magnitudes_at_most(store.param_vector(t), probes[g]);
+              for (const Held& h : held(t))
+                counts[g] += kernels::count_magnitudes_at_most(h.params, probes[g]);
         }
-        const int n = static_cast<int>(counts.size());
-        TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, counts.data(), n, MPI_LONG_LONG, MPI_SUM,
-                                  grid_.tp().get()));
-        if (global_)
-          TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, counts.data(), n, MPI_LONG_LONG, MPI_SUM,
-                                    grid_.pp().get()));
+        sum_over_holders(counts, global_);
       });
   for (std::size_t g = 0; g < groups.size(); ++g)
-    for (const std::size_t t : groups[g]) {
-      const nn::ParamInfo& info = store.info(t);
-      kernels::Vector mask = slice(masks_, info.offset, info.offset + info.numel);
-      if (bits[g] == kernels::kPruneNothing)
-        kernels::fill(mask, 1.0f);
-      else
-        kernels::magnitude_mask(store.param_vector(t), bits[g], mask);
-    }
+    for (const std::size_t t : groups[g])
+      for (const Held& h : held(t)) {
+        if (bits[g] == kernels::kPruneNothing)
+          kernels::fill(h.mask, 1.0f);
+        else
+          kernels::magnitude_mask(h.params, bits[g], h.mask);
+      }
 }
 
 void Pruner::prune_units(double target) {
@@ -181,11 +213,22 @@ void Pruner::prune_units(double target) {
     const nn::ParamInfo& info = store.info(units.weight);
     // Squared norms of every logical row, from this rank's piece (tp pieces split rows or
     // columns: either way the squares add up over the tp group).
-    std::vector<double> norms = unit_square_norms(
-        info, counts_here(units.weight) ? to_host_copy(store.param_vector(units.weight))
-                                        : std::vector<float>());
+    // ZeRO-3: this rank's ranges of the piece, zeros elsewhere; the shard group adds up.
+    std::vector<float> piece;
+    if (counts_here(units.weight)) {
+      piece.assign(info.numel, 0.0f);
+      for (const Held& h : held(units.weight)) {
+        const std::vector<float> values = to_host_copy(h.params);
+        std::copy(values.begin(), values.end(),
+                  piece.begin() + static_cast<std::ptrdiff_t>(h.begin));
+      }
+    }
+    std::vector<double> norms = unit_square_norms(info, piece);
     TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, norms.data(), static_cast<int>(norms.size()),
                               MPI_DOUBLE, MPI_SUM, grid_.tp().get()));
+    if (model_.sync().params_sharded())
+      TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, norms.data(), static_cast<int>(norms.size()),
+                                MPI_DOUBLE, MPI_SUM, model_.shard_group().get()));
     const std::vector<float> keep =
         kernels::units_kept(norms, pruned_count(target, static_cast<std::int64_t>(norms.size())));
     set_unit_mask(info, keep);
@@ -197,14 +240,18 @@ void Pruner::set_unit_mask(const nn::ParamInfo& info, const std::vector<float>& 
   const std::uint64_t row_size =
       static_cast<std::uint64_t>(logical_numel(info) / info.logical_shape.at(0));
   const kernels::ShardIndexMap map = info.shard.index_map(info.logical_shape);
-  const kernels::Vector mask = slice(masks_, info.offset, info.offset + info.numel);
-  const auto host = Kokkos::create_mirror_view(HostSpace(), mask);
-  for (std::size_t e = 0; e < info.numel; ++e) host(e) = keep[map(e) / row_size];
-  Kokkos::deep_copy(mask, host);
+  for (const Held& h : held(model_.store().index(info.name))) {
+    const auto host = Kokkos::create_mirror_view(HostSpace(), h.mask);
+    for (std::size_t e = h.begin; e < h.end; ++e) host(e - h.begin) = keep[map(e) / row_size];
+    Kokkos::deep_copy(h.mask, host);
+  }
 }
 
 void Pruner::zero_pruned() {
-  kernels::apply_mask(masks_, model_.store().params());
+  if (model_.sync().params_sharded())
+    kernels::apply_mask(update_mask_, model_.sync().shard_params());
+  else
+    kernels::apply_mask(masks_, model_.store().params());
   for (const auto& [name, state] : model_.optimizer().state())
     kernels::apply_mask(update_mask_, state);
 }
@@ -237,13 +284,10 @@ std::vector<LayerSparsity> Pruner::sparsity() const {
   if (!enabled_) return {};
   const nn::ParameterStore& store = model_.store();
   std::vector<long long> zeros(targets_.size(), 0);
-  for (std::size_t j = 0; j < targets_.size(); ++j) {
-    const nn::ParamInfo& info = store.info(targets_[j]);
+  for (std::size_t j = 0; j < targets_.size(); ++j)
     if (counts_here(targets_[j]))
-      zeros[j] = kernels::count_zeros(slice(masks_, info.offset, info.offset + info.numel));
-  }
-  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, zeros.data(), static_cast<int>(zeros.size()),
-                            MPI_LONG_LONG, MPI_SUM, grid_.tp().get()));
+      for (const Held& h : held(targets_[j])) zeros[j] += kernels::count_zeros(h.mask);
+  sum_over_holders(zeros, false);
   std::vector<LayerSparsity> layers;
   for (std::size_t j = 0; j < targets_.size(); ++j) {
     const nn::ParamInfo& info = store.info(targets_[j]);
@@ -256,15 +300,25 @@ std::vector<TensorPiece> Pruner::mask_pieces() const {
   std::vector<TensorPiece> pieces;
   if (!enabled_) return pieces;
   const nn::ParameterStore& store = model_.store();
+  // ZeRO-3: each rank's ranges of each piece (as its parameters are, model_pieces.hpp).
+  const bool sharded = model_.sync().params_sharded();
+  const DpCopies dp = sharded ? DpCopies::distinct : DpCopies::identical;
   for (const std::size_t t : masked_) {
     const nn::ParamInfo& info = store.info(t);
-    TensorPiece piece;
-    piece.name = "masks/" + info.name;
-    piece.logical_shape = info.logical_shape;
-    piece.shard = info.shard;
-    piece.writer = owns_piece(info.shard.sharded(), false, DpCopies::identical, grid_.coords());
-    piece.local = slice(masks_, info.offset, info.offset + info.numel);
-    pieces.push_back(std::move(piece));
+    for (const Held& h : held(t)) {
+      TensorPiece piece;
+      piece.name = "masks/" + info.name;
+      piece.logical_shape = info.logical_shape;
+      piece.shard = info.shard;
+      piece.writer = owns_piece(info.shard.sharded(), false, dp, grid_.coords()) &&
+                     (!sharded || model_.sync().replica_rank() == 0);
+      if (h.begin != 0 || h.end != info.numel) {
+        piece.range_begin = h.begin;
+        piece.range_end = h.end;
+      }
+      piece.local = h.mask;
+      pieces.push_back(std::move(piece));
+    }
   }
   return pieces;
 }

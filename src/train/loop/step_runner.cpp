@@ -122,7 +122,7 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
     // The masks follow the schedule even when its step is skipped (the end step included).
     if (pruner_.after_step(completed_)) {
       record.masks_changed = true;
-      model_.parameters_changed(completed_);
+      model_.parameters_loaded(completed_);  // ZeRO-3: the masked shard gathered again
     }
     record.times.optimizer += phase.seconds();
   } else {
@@ -208,10 +208,14 @@ void StepRunner::update(StepRecord& record, const FloatView& grads, Stopwatch& p
   pruner_.mask_updated_params(sync.update_windows());
   record.times.optimizer += phase.fenced_seconds();
   phase.restart();
+  // The pruner sees whole pieces after ZeRO-1/2's all-gather; ZeRO-3's masks are made from
+  // the shard before the outer ranges are gathered from it.
+  const bool sharded_params = sync.params_sharded();
+  if (sharded_params) record.masks_changed = pruner_.after_step(completed_);
   sync.finish_update();  // ZeRO-1: all-gather the updated shards
   record.times.comm += phase.seconds();
   phase.restart();
-  record.masks_changed = pruner_.after_step(completed_);
+  if (!sharded_params) record.masks_changed = pruner_.after_step(completed_);
   model_.parameters_changed(completed_);  // the 16-bit compute copy, with autocast
   record.times.optimizer += phase.fenced_seconds();
 }

@@ -5,16 +5,20 @@
 // weight decay); embeddings, norms and biases are never pruned. Each target has a 0/1 mask
 // (1 = kept) in one flat buffer beside the parameters ([store.buffer_size()], ones outside
 // the targets), so a mask is a logical tensor like its parameter: checkpoints store it as
-// masks/<name> with the parameter's shard, and any layout reads it.
+// masks/<name> with the parameter's shard, and any layout reads it. With ZeRO-3 the masks
+// exist only in update space, [update size] beside the parameter shard: no rank holds a whole
+// stage's.
 //
 // When the schedule is due (optim/sparsity_schedule.hpp, after the step's update and the
-// ZeRO-1 all-gather, so every rank holds its whole pieces), the k = round(s_t x n) smallest
+// ZeRO-1 all-gather, so every rank holds its whole pieces; with ZeRO-3, before the gather, from
+// each rank's ranges of the pieces in its shard), the k = round(s_t x n) smallest
 // magnitudes are pruned, where n is a target's logical size (scope layer: per tensor,
 // torch.nn.utils.prune.l1_unstructured) or the size of all targets together (scope global:
 // global_unstructured with L1). The weights pruned before are zero, so they are the first
 // pruned again: masks only grow while the schedule rises. The k-th smallest magnitude is
 // found exactly, by a binary search over its bits (kernels/sparsity.hpp) with one reduction
-// over the ranks that hold pieces of the tensor per probe (tp; and pp for global), so the mask
+// over the ranks that hold pieces of the tensor per probe (tp; pp for global; the ZeRO-3 shard
+// group), so the mask
 // is a function of the logical values only: the same on every layout. Every element whose
 // magnitude equals the k-th smallest is pruned with it (PyTorch picks arbitrarily among such
 // ties; with continuous weights there are none).
@@ -93,6 +97,18 @@ class Pruner : public CheckpointPart {
     std::vector<std::size_t> followers;
   };
 
+  // What this rank holds of parameter t and its mask: the whole piece, or with ZeRO-3 its
+  // ranges of the piece in the shard ([begin, end) of the piece's elements).
+  struct Held {
+    kernels::Vector params;
+    kernels::Vector mask;
+    std::size_t begin = 0, end = 0;
+  };
+  std::vector<Held> held(std::size_t t) const;
+  // Sums per-rank counts over every rank holding part of the tensors: tp, the stages
+  // (over_stages), and with ZeRO-3 the shard group.
+  void sum_over_holders(std::vector<long long>& counts, bool over_stages) const;
+
   void find_targets();
   void prune_magnitudes(double target);
   void prune_units(double target);
@@ -112,8 +128,8 @@ class Pruner : public CheckpointPart {
   std::vector<std::size_t> targets_;  // store indices of the weights whose sparsity is reported
   std::vector<std::size_t> masked_;   // store indices of every masked parameter (checkpointed)
   std::vector<Units> units_;          // structured: this stage's unit groups
-  FloatView masks_;                   // [store.buffer_size()]: 1 kept, 0 pruned
-  FloatView update_mask_;             // [update size]: masks_ in update space (ZeRO-1 shard)
+  FloatView masks_;                   // [store.buffer_size()]: 1 kept, 0 pruned (not ZeRO-3)
+  FloatView update_mask_;             // [update size]: masks_ in update space (ZeRO shard)
 };
 
 }  // namespace trellis
