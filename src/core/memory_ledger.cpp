@@ -42,7 +42,8 @@ constexpr PrefixRule kRules[] = {
     {"trellis::rmsprop::", MemoryCategory::optimizer_state},
     {"trellis::compute_params", MemoryCategory::half_copies},  // and compute_params_16
     {"trellis::autocast::", MemoryCategory::half_copies},
-    {"trellis::grad_wire", MemoryCategory::communication},  // and grad_wire_shard
+    {"trellis::grad_wire", MemoryCategory::communication},     // and grad_wire_shard
+    {"trellis::param_wire::", MemoryCategory::communication},  // ZeRO-3's 16-bit gathers
     {"trellis::powersgd::", MemoryCategory::communication},
     {"trellis::pipeline::", MemoryCategory::communication},
     {"trellis::batch::", MemoryCategory::data},

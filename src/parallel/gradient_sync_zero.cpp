@@ -78,7 +78,8 @@ void GradientSync::build_zero_shard(const ZeroLayout& layout) {
   }
   exchange_ =
       std::make_unique<UnitExchange>(dp_, options_.replica, store_, layout, options_.zero,
-                                     std::move(shards), shard_params_, shard_grads_, options_.wire);
+                                     std::move(shards), shard_params_, shard_grads_, options_.wire,
+                                     options_.gather);
 }
 
 }  // namespace trellis

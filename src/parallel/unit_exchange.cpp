@@ -12,13 +12,15 @@ namespace trellis {
 
 UnitExchange::UnitExchange(Communicator& dp, Communicator* replica, nn::ParameterStore& store,
                            ZeroLayout layout, int stage, std::vector<UnitShard> shards,
-                           FloatView shard_params, FloatView shard_grads, Precision wire)
+                           FloatView shard_params, FloatView shard_grads, Precision wire,
+                           Precision gather)
     : dp_(dp),
       replica_(replica),
       store_(store),
       layout_(std::move(layout)),
       stage_(stage),
       wire_(wire),
+      gather_(stage == 3 ? gather : Precision::fp32),
       shards_(std::move(shards)),
       shard_params_(shard_params),
       shard_grads_(shard_grads) {
@@ -35,6 +37,12 @@ UnitExchange::UnitExchange(Communicator& dp, Communicator* replica, nn::Paramete
           kernels::HalfView("trellis::grad_wire::slot." + std::to_string(s), layout_.slot_floats);
       slots_[s].recv16 = kernels::HalfView("trellis::grad_wire::received." + std::to_string(s),
                                            std::max<std::size_t>(largest, 1));
+    }
+    if (gather_ != Precision::fp32) {
+      slots_[s].gather_send16 = kernels::HalfView("trellis::param_wire::piece." + std::to_string(s),
+                                                  std::max<std::size_t>(largest, 2));
+      slots_[s].gather_recv16 =
+          kernels::HalfView("trellis::param_wire::slot." + std::to_string(s), layout_.slot_floats);
     }
   }
   across_queue_.reserve(2 * slots_.size());
@@ -133,9 +141,18 @@ void UnitExchange::start_gather(std::size_t k) {
   slot.gathering = true;
   slot.gather_us = trace::recording() ? trace::now_us() : -1.0;
   ++gathers_;
+  const std::size_t piece = shards_[k].piece;
+  const float* mine = shard_params_.data() + shards_[k].shard_offset;
+  if (gather_ == Precision::fp32) {
+    slot.gather = dp_.start_all_gather(mine, store_.params().data() + layout_.slot_begin(k), piece);
+    return;
+  }
+  TRELLIS_REQUIRE(piece % 2 == 0, "UnitExchange: a 16-bit gather of an odd piece");
+  kernels::to_half(gather_, kernels::ConstVector(mine, piece),
+                   kernels::HalfVector(slot.gather_send16.data(), piece));
   slot.gather =
-      dp_.start_all_gather(shard_params_.data() + shards_[k].shard_offset,
-                           store_.params().data() + layout_.slot_begin(k), shards_[k].piece);
+      dp_.start_all_gather(reinterpret_cast<const float*>(slot.gather_send16.data()),
+                           reinterpret_cast<float*>(slot.gather_recv16.data()), piece / 2);
 }
 
 void UnitExchange::complete_gather(Slot& slot) {
@@ -147,6 +164,11 @@ void UnitExchange::complete_gather(Slot& slot) {
   const auto k = static_cast<std::size_t>(slot.param_unit);
   trace::complete_async("comm", "parameter gather", slot.gather_us, static_cast<std::int64_t>(k),
                         "unit");
+  if (gather_ != Precision::fp32) {
+    const std::size_t len = layout_.units[k].end - layout_.units[k].begin;
+    kernels::from_half(gather_, kernels::ConstHalfVector(slot.gather_recv16.data(), len),
+                       kernels::Vector(store_.params().data() + layout_.slot_begin(k), len));
+  }
   store_.refresh_compute_range(layout_.units[k].begin, layout_.units[k].end);
 }
 

@@ -103,6 +103,8 @@ struct GradientSyncOptions {
   NodeSharedWindow* shared = nullptr;
   // parallel.grad_dtype: the format gradients travel in (communicator exchange only).
   Precision wire = Precision::fp32;
+  // parallel.zero_gather_dtype: the format ZeRO-3 gathers the units' parameters in.
+  Precision gather = Precision::fp32;
   // ZeRO-2/3 with hybrid sharding (zero_groups.hpp): the group each shard is replicated over.
   // The communicator the sync is built on is then the shard group; each reduced piece is
   // all-reduced over this one before the update. Null: the shard group is the whole dp group.

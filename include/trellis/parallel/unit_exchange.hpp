@@ -9,6 +9,11 @@
 //   backward: k - 1), into the other slot, so that it travels while k computes; a slot that
 //   still holds the unit asked for is not gathered again (the last unit of forward is the
 //   first of backward). A recomputed forward gathers on demand and prefetches nothing.
+//   With a 16-bit gather format (parallel.zero_gather_dtype, FSDP's param_dtype) each rank
+//   casts its piece down and the 16-bit pieces travel (half the bytes); the slot receives
+//   them widened, so the unit computes with parameters rounded to 16 bits while the shard,
+//   which the optimizer updates, keeps fp32. (The 16-bit words travel as pairs in an fp32
+//   all-gather: an all-gather moves bits and does no arithmetic. Pieces are multiples of 16.)
 //
 //   ZeRO-2 and 3, gradients. Before a unit's backward its gradient slot is zeroed (after the
 //   reduction of the unit that used it last has completed); after the backward the slot is
@@ -47,10 +52,12 @@ class UnitExchange : public nn::UnitListener {
   // listener; the destructor detaches it.
   // dp: the group the shards split over; replica: the group they are replicated over, or null.
   // wire: the format the reduce-scatters carry (parallel.grad_dtype; 16-bit: cast down from
-  // the slot, summed with fp32 arithmetic, cast back into the receive buffer).
+  // the slot, summed with fp32 arithmetic, cast back into the receive buffer). gather: the
+  // format ZeRO-3's parameter gathers carry.
   UnitExchange(Communicator& dp, Communicator* replica, nn::ParameterStore& store,
                ZeroLayout layout, int stage, std::vector<UnitShard> shards, FloatView shard_params,
-               FloatView shard_grads, Precision wire = Precision::fp32);
+               FloatView shard_grads, Precision wire = Precision::fp32,
+               Precision gather = Precision::fp32);
   ~UnitExchange() override;
   UnitExchange(const UnitExchange&) = delete;
   UnitExchange& operator=(const UnitExchange&) = delete;
@@ -81,9 +88,11 @@ class UnitExchange : public nn::UnitListener {
     bool across = false;  // the reduce-scatter is done; `reduce` is the replicas' all-reduce
     CommRequest reduce;
     double reduce_us = -1;
-    FloatView received;        // [largest piece]
-    kernels::HalfView send16;  // 16-bit wire: [slot floats] the slot's gradients
-    kernels::HalfView recv16;  // 16-bit wire: [largest piece] the reduced piece
+    FloatView received;               // [largest piece]
+    kernels::HalfView send16;         // 16-bit wire: [slot floats] the slot's gradients
+    kernels::HalfView recv16;         // 16-bit wire: [largest piece] the reduced piece
+    kernels::HalfView gather_send16;  // 16-bit gathers: [largest piece] this rank's piece
+    kernels::HalfView gather_recv16;  // 16-bit gathers: [slot floats] every rank's
   };
 
   long layout_unit(std::size_t unit) const;
@@ -103,7 +112,7 @@ class UnitExchange : public nn::UnitListener {
   nn::ParameterStore& store_;
   ZeroLayout layout_;
   int stage_;
-  Precision wire_;
+  Precision wire_, gather_;
   std::vector<UnitShard> shards_;
   FloatView shard_params_, shard_grads_;
   std::vector<Slot> slots_;

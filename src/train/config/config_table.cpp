@@ -254,6 +254,9 @@ const std::vector<ConfigEntry>& config_table() {
           "data-parallel gradient wire format: fp32 | bf16 | fp16 (buckets cast down, summed "
           "with fp32 arithmetic, cast back; communicator exchange only)",
           named, FIELD(parallel.grad_dtype), precision_names()),
+      KEY("parallel.zero_gather_dtype", "fp32",
+          "ZeRO-3: blocks' parameters gathered in fp32 | bf16 | fp16 (the shard stays fp32)", named,
+          FIELD(parallel.gather_dtype), precision_names()),
       KEY("parallel.powersgd_rank", "0",
           "PowerSGD low-rank gradient compression with error feedback at this rank (e.g. 4); "
           "0 = off; communicator exchange with an fp32 wire",
@@ -387,9 +390,6 @@ const std::vector<ConfigEntry>& config_table() {
   };
   return table;
 }
-
-#undef KEY
-#undef FIELD
 
 const ConfigEntry* find_config_entry(const std::string& name) {
   for (const ConfigEntry& entry : config_table())

@@ -150,6 +150,10 @@ MemoryPlan plan_memory(const TrainConfig& config, const DataShape& data, const P
           2 * buffers.grads + (zero ? 2 * shard : 0) +
           // ZeRO-2/3: each slot's 16-bit gradients and reduced piece
           2 * buffers.slots * (buffers.slot_floats + buffers.largest_piece);
+    if (stage_of_zero >= 3 && config.parallel.gather_dtype != Precision::fp32)
+      at(plan, MemoryCategory::communication) +=  // each slot's 16-bit piece and gathered unit
+          2 * buffers.slots *
+          (std::max<std::int64_t>(buffers.largest_piece, 2) + buffers.slot_floats);
     const std::int64_t local = config.local_batch(grid.dp);
     const std::int64_t eval_rows = config.data.test.empty() ? 0 : config.train.eval_batch;
     at(plan, MemoryCategory::data) += batch_bytes(std::max(local, eval_rows), data) +

@@ -78,6 +78,10 @@ void check_combinations(const TrainConfig& c) {
   if (c.parallel.zero_shard_ranks > 0 && c.parallel.zero < 2)
     fail("config key parallel.zero_shard_ranks = " + std::to_string(c.parallel.zero_shard_ranks) +
          " needs parallel.zero = 2 or 3 (it says over which ranks their shards split)");
+  if (c.parallel.gather_dtype != Precision::fp32 && c.parallel.zero != 3)
+    fail("config key parallel.zero_gather_dtype = " +
+         std::string(precision_name(c.parallel.gather_dtype)) + " needs parallel.zero = 3 (only " +
+         "ZeRO-3 gathers parameters); now parallel.zero = " + std::to_string(c.parallel.zero));
   if (c.parallel.pp == 1 && !c.parallel.stages.empty())
     fail("config key parallel.stages = '" + c.parallel.stages +
          "' needs parallel.pp > 1 (it splits the model into pipeline stages); with "

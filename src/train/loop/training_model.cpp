@@ -76,6 +76,7 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
   sync_options.overlap = config.parallel.overlap;
   sync_options.zero = config.parallel.zero;
   sync_options.wire = config.parallel.grad_dtype;
+  sync_options.gather = config.parallel.gather_dtype;
   sync_options.powersgd.rank = config.parallel.powersgd_rank;
   sync_options.powersgd.start_step = config.parallel.powersgd_start_step;
   sync_options.powersgd.min_compression = config.parallel.powersgd_min_compression;

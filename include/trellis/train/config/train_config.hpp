@@ -149,6 +149,7 @@ struct ParallelConfig {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   std::string stages;                      // parallel.stages: units per stage, or empty (balanced)
   Precision grad_dtype = Precision::fp32;  // the data-parallel gradient wire format
+  Precision gather_dtype = Precision::fp32;  // ZeRO-3's parameter gather format
   int powersgd_rank = 0;                   // 0 = off
   std::int64_t powersgd_start_step = 0;
   double powersgd_min_compression = 0;
