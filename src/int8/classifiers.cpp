@@ -1,5 +1,7 @@
 #include "trellis/int8/classifiers.hpp"
 
+#include "trellis/nn/mlp_layer.hpp"
+
 #include "trellis/core/error.hpp"
 #include "trellis/int8/linear_layer.hpp"
 #include "trellis/int8/residual_block.hpp"
@@ -7,6 +9,7 @@
 #include "trellis/nn/batchnorm.hpp"
 #include "trellis/nn/conv2d.hpp"
 #include "trellis/nn/linear.hpp"
+#include "trellis/nn/mlp_layer.hpp"
 #include "trellis/nn/pool.hpp"
 #include "trellis/nn/residual.hpp"
 
@@ -37,12 +40,18 @@ Int8Mlp::Int8Mlp(nn::Mlp& mlp, const nn::ParameterStore& /*store*/,
                  const std::vector<Int8Layer>& layers, const Int8Options& options)
     : Int8Chain(mlp) {
   Int8LayerTable table(layers);
-  for (std::size_t i = 0; i < mlp.num_layers(); ++i) {
-    nn::Layer& layer = mlp.layer(i);
+  const auto add_step = [&](nn::Layer& layer) {
     if (const auto* linear = dynamic_cast<const nn::Linear*>(&layer))
       add(std::make_unique<Int8LinearLayer>(table.take(linear->name()), *linear, options.backend));
     else
       add(layer);
+  };
+  for (std::size_t i = 0; i < mlp.num_layers(); ++i) {
+    nn::Layer& layer = mlp.layer(i);
+    if (dynamic_cast<nn::MlpLayer*>(&layer) != nullptr)  // a hidden layer: fc<i>, drop<i>
+      layer.for_each_part(add_step);
+    else
+      add_step(layer);
   }
   table.require_all_taken();
 }

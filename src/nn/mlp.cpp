@@ -4,6 +4,7 @@
 #include "trellis/kernels/views.hpp"
 #include "trellis/nn/dropout.hpp"
 #include "trellis/nn/linear.hpp"
+#include "trellis/nn/mlp_layer.hpp"
 
 #include <algorithm>
 
@@ -50,6 +51,9 @@ Mlp::Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix)
   validate(spec);
   first_unit_ = spec.stage.first_unit;
   end_unit_ = spec.stage.end_unit < 0 ? num_units(spec) : spec.stage.end_unit;
+  RecomputeSpec recompute = spec.recompute;
+  if (recompute.mode == Recompute::selective) recompute.mode = Recompute::none;  // no cheap part
+  stack_ = std::make_unique<BlockStack>(prefix + "layers", recompute, spec.capacity, &store);
   const LinearInit init = parse_linear_init(spec.init);
   const TensorParallel tp = spec.tp;
   const int cap = spec.capacity;
@@ -65,35 +69,52 @@ Mlp::Mlp(const MlpSpec& spec, ParameterStore& store, const std::string& prefix)
       width = out;
       continue;
     }
-    // fc<k> + act<k> as one layer: bias and activation fused into the GEMM's epilogue.
-    auto fc = std::make_unique<Linear>(store, prefix + "fc" + k, width, out, cap, init, split, tp);
-    fc->fuse_activation(spec.activation == "relu"   ? kernels::Activation::relu
-                        : spec.activation == "gelu" ? kernels::Activation::gelu
-                                                    : kernels::Activation::gelu_tanh);
-    const int local = fc->out_features();
-    add_linear(std::move(fc));
-    if (spec.dropout > 0.0f) {
-      layers_.add(std::make_unique<Dropout>(prefix + "drop" + k, local, cap, spec.dropout, out,
-                                            columns_split ? tp.rank() * local : 0));
+    std::unique_ptr<MlpLayer> layer;
+    {  // fc<k> + act<k> as one Linear (bias and activation in the GEMM's epilogue), drop<k>
+      const SharedBufferScope shared = stack_->building(stack_->size());
+      auto fc =
+          std::make_unique<Linear>(store, prefix + "fc" + k, width, out, cap, init, split, tp);
+      fc->fuse_activation(spec.activation == "relu"   ? kernels::Activation::relu
+                          : spec.activation == "gelu" ? kernels::Activation::gelu
+                                                      : kernels::Activation::gelu_tanh);
+      no_input_grad_if_data(*fc);
+      const int local = fc->out_features();
+      std::unique_ptr<Dropout> drop;
+      if (spec.dropout > 0.0f)
+        drop = std::make_unique<Dropout>(prefix + "drop" + k, local, cap, spec.dropout, out,
+                                         columns_split ? tp.rank() * local : 0);
+      layer = std::make_unique<MlpLayer>(std::move(fc), std::move(drop));
     }
+    stack_->add(*layer);
+    layers_.add(std::move(layer));
     width = out;
   }
-  if (end_unit_ == num_units(spec))
-    add_linear(std::make_unique<Linear>(store, prefix + "head", width, spec.classes, cap, init,
-                                        columns_split ? Split::row : Split::none, tp));
+  stack_->finish();
+  if (end_unit_ == num_units(spec)) {
+    auto head = std::make_unique<Linear>(store, prefix + "head", width, spec.classes, cap, init,
+                                         columns_split ? Split::row : Split::none, tp);
+    no_input_grad_if_data(*head);
+    layers_.add(std::move(head));
+  }
 }
 
-void Mlp::add_linear(std::unique_ptr<Linear> fc) {
+void Mlp::no_input_grad_if_data(Linear& fc) const {
   // The model's input is data: nobody reads the first layer's dx unless asked to.
-  if (layers_.size() == 0 && first_stage() && !spec_.input_grad) fc->set_input_grad_needed(false);
-  layers_.add(std::move(fc));
+  if (layers_.size() == 0 && first_stage() && !spec_.input_grad) fc.set_input_grad_needed(false);
 }
 
 ConstMatrix Mlp::forward(ConstMatrix input, int n, const StepContext& ctx) {
-  return kernels::first_rows(layers_.forward(input, n, ctx), n);
+  ConstMatrix x = stack_->forward(input, n, ctx);
+  if (layers_.size() > stack_->size())
+    x = layers_.forward(x, n, ctx, stack_->size(), layers_.size());
+  return kernels::first_rows(x, n);
 }
 
-void Mlp::backward(ConstMatrix dlogits, int n) { layers_.backward(dlogits, n); }
+void Mlp::backward(ConstMatrix dlogits, int n) {
+  ConstMatrix dy = dlogits;
+  if (layers_.size() > stack_->size()) dy = layers_.backward(dy, n, stack_->size(), layers_.size());
+  stack_->backward(dy, n, [&](std::size_t i) { layers_.grads_final(i); });
+}
 
 ConstMatrix Mlp::input_grad() const {
   if (first_stage() && !spec_.input_grad)

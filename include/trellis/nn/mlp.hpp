@@ -14,8 +14,14 @@
 // them work on this rank's columns. The head is row-parallel after an unpaired column layer,
 // and replicated otherwise (classifier heads are small; logits are always whole). Every
 // hidden width must be divisible by parallel.tp.
+//
+// Each hidden layer (fc<i> with its activation, and drop<i>) is one MlpLayer (mlp_layer.hpp),
+// a block of a BlockStack: a unit of ZeRO-2/3 (gathered and reduce-scattered layer by layer)
+// and, with spec.recompute full, recomputed in groups of recompute.every layers. The head is
+// outside the stack (an outer tensor of ZeRO-3).
 #pragma once
 
+#include "trellis/nn/block_stack.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/layer_sequence.hpp"
 #include "trellis/nn/linear.hpp"
@@ -40,6 +46,9 @@ struct MlpSpec {
   int capacity = 0;                 // max rows per forward/backward call
   TensorParallel tp;                // none by default
   StageRange stage;                 // units: fc<i> (+ act, drop) for each hidden layer, head
+  // Full recomputation of the hidden layers (block_stack.hpp; selective has nothing cheap to
+  // drop here: the activation is fused into the GEMM and the output is the next one's input).
+  RecomputeSpec recompute;
   // Whether the first stage computes d loss / d input too (tests; other stages always do, as
   // the pipeline sends it). Off, the first Linear leaves out its dx GEMM.
   bool input_grad = false;
@@ -89,12 +98,14 @@ class Mlp : public Model {
   Layer& layer(std::size_t i) { return layers_[i]; }
 
  private:
-  void add_linear(std::unique_ptr<Linear> fc);
+  void no_input_grad_if_data(Linear& fc) const;
 
   MlpSpec spec_;
   std::string prefix_;
   int first_unit_ = 0, end_unit_ = 0;  // the units this model (stage) holds
+  // This stage's hidden layers (MlpLayer: ZeRO-2/3 units, recomputed groups), then the head.
   LayerSequence layers_;
+  std::unique_ptr<BlockStack> stack_;  // the hidden layers, layers_[0, stack_->size())
 };
 
 // Throws ConfigError naming the first bad field.

@@ -222,7 +222,7 @@ const std::vector<ConfigEntry>& config_table() {
           choice, FIELD(kernels.conv), {"auto", "onednn", "cudnn", "im2col"}),
       KEY("memory.recompute", "none",
           "activation recomputation: none | selective (gpt, llama: norm and MLP activation "
-          "outputs recomputed in backward) | full (gpt, llama, cnn: each group of blocks' "
+          "outputs recomputed in backward) | full (every model: each group of blocks' "
           "forward rerun in backward from its input, a third more compute)",
           choice, FIELD(memory.recompute), {"none", "selective", "full"}),
       KEY("memory.recompute_every", "1",

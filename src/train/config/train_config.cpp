@@ -22,7 +22,7 @@ void check_zero_sharding(const TrainConfig& c, const ModelRegistration& model) {
   const std::string zero = "config keys parallel.zero = " + std::to_string(c.parallel.zero);
   if (!model.recompute_blocks)
     fail(zero + " and model.type = " + model.name +
-         ": ZeRO-2/3 shard by block (gpt, llama, cnn); use parallel.zero = 1 for this model");
+         ": ZeRO-2/3 shard by block, and this model has none; use parallel.zero = 1");
   if (c.parallel.grad_exchange == "shared_memory")
     fail(zero +
          " and parallel.grad_exchange = shared_memory: ZeRO-2/3 reduce-scatter each "
@@ -61,8 +61,8 @@ void check_combinations(const TrainConfig& c) {
          " and prune.end_step = " + std::to_string(c.prune.end_step) +
          ": end_step must be 0 (the run's end) or >= start_step");
   if (c.memory.recompute != "none" && !model.recompute_blocks)
-    fail("config keys memory.recompute = " + c.memory.recompute + " and model.type = " +
-         model.name + ": recomputation works on transformer blocks (gpt, llama); use " +
+    fail("config keys memory.recompute = " + c.memory.recompute +
+         " and model.type = " + model.name + ": this model has no blocks to recompute; use " +
          "memory.recompute = none for this model");
   if (c.parallel.zero >= 2) check_zero_sharding(c, model);
   if (c.parallel.sequence_parallel && !model.recompute_selective)

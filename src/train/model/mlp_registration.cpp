@@ -52,6 +52,7 @@ ModelRegistration mlp_registration() {
   r.data = DataKind::samples;
   r.tensor_parallel = true;
   r.pipeline_parallel = true;
+  r.recompute_blocks = true;  // full, per hidden layer or group of them (nn/mlp_layer.hpp)
   r.build = split_builder<nn::Mlp>(mlp_spec);
   r.unit_costs = [](const ModelConfig& model, const DataShape& data) {
     return nn::mlp_unit_costs(mlp_spec(model, data, 1));

@@ -21,13 +21,14 @@ inline int spec_int(std::int64_t value, const char* what) {
 }
 
 // The builder of a model whose spec splits over tp and pipeline stages: spec_of(model, data,
-// capacity) with the build's tp group and stage range, then Model(spec, store).
+// capacity) with the build's tp group, stage range and recomputation, then Model(spec, store).
 template <class Model, class SpecOf>
 std::function<std::unique_ptr<nn::Model>(const ModelBuildArgs&)> split_builder(SpecOf spec_of) {
   return [spec_of](const ModelBuildArgs& a) -> std::unique_ptr<nn::Model> {
     auto spec = spec_of(a.model, a.data, a.capacity);
     spec.tp = a.tp;
     spec.stage = a.stage;
+    spec.recompute = a.recompute;
     return std::make_unique<Model>(spec, a.store);
   };
 }

@@ -2,7 +2,8 @@
 # Activation recomputation (memory.recompute = selective | full, nn/block_stack.hpp): the same
 # losses at every step and the same final parameters, bit for bit, as without recomputation,
 # with dropout on, for the GPT and the Llama block, groups of 1 and 2 blocks, on 1 rank, dp 2
-# with ZeRO-1, tp 2, pp 2 (1F1B, 4 micro-batches) and bf16; and the memory it saves: the peak of
+# with ZeRO-1, tp 2, pp 2 (1F1B, 4 micro-batches) and bf16, and for the MLP's hidden layers
+# (full only, on 1 rank, tp 2 and pp 2); and the memory it saves: the peak of
 # saved activations falls, the shared recompute buffers appear, backward scratch is unchanged.
 source "$(dirname "$0")/../common.sh"
 source "$(dirname "$0")/small_decoder.sh"
@@ -69,9 +70,25 @@ run dp4-fits 4 "${gpt[@]}" --parallel.grad_exchange=communicator --memory.limit_
   --parallel.zero=1 --memory.recompute=full
 "$py" "$TRELLIS_SRC/tools/compare_losses.py" --rtol 1e-5 --steps 6 "$WORK/gpt0-none" \
   "$WORK/dp4-plain" "$WORK/dp4-fits" || fail "dp 4 losses differ from one rank's"
-# A model without recomputation refuses it by name.
-expect_exit 2 "$WORK/mlp.log" trellis_run 1 train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" \
-  --data.train="$WORK/tokens/train.h5" --memory.recompute=full --run.dir="$WORK/mlp"
-grep -q "memory.recompute = full and model.type = mlp: recomputation works on" "$WORK/mlp.log" \
+# The MLP: each hidden layer (fc + activation, dropout) a recomputed unit, groups of 1 and 2, on
+# 1 rank, tp 2 and pp 2: bit for bit. It has nothing cheap to drop, so selective is refused.
+mlp=(train --config "$TRELLIS_SRC/inputs/fashion_mlp.ini" --data.train="$FASHION_DIR/train.h5"
+     --data.test= --model.hidden=64,48,32 --model.dropout=0.1 --train.max_steps=6
+     --train.global_batch=32 --log.interval=1 --data.cache=none)
+mlp_layouts=("1 " "2 --parallel.tp=2" "2 --parallel.pp=2")
+for i in "${!mlp_layouts[@]}"; do
+  read -r np extra <<< "${mlp_layouts[$i]}"
+  # shellcheck disable=SC2086
+  run "mlp$i-none" "$np" "${mlp[@]}" $extra
+  for every in 1 2; do
+    # shellcheck disable=SC2086
+    run "mlp$i-full$every" "$np" "${mlp[@]}" $extra --memory.recompute=full \
+      --memory.recompute_every=$every
+  done
+  same "mlp$i-none" "mlp$i-full1" "mlp$i-full2"
+done
+expect_exit 2 "$WORK/mlp.log" trellis_run 1 "${mlp[@]}" --memory.recompute=selective \
+  --run.dir="$WORK/mlp"
+grep -q "memory.recompute = selective: model.type = mlp has no such recomputation" "$WORK/mlp.log" \
   || fail "no error naming memory.recompute: $(tail -3 "$WORK/mlp.log")"
 echo "recompute: ok"

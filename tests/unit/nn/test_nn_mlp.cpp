@@ -42,13 +42,16 @@ TEST_CASE("Mlp registers named parameters and counts FLOPs", "[nn][mlp]") {
     CHECK(store.info(i).name == expected[i].first);
     CHECK(store.info(i).shape == expected[i].second);
   }
-  CHECK(mlp.num_layers() == 2 * 2 + 1);  // fc (+ fused act), drop per hidden layer + head
+  CHECK(mlp.num_layers() == 2 + 1);  // an MlpLayer (fc + fused act, drop) per hidden layer + head
+  int parts = 0;
+  mlp.layer(0).for_each_part([&](nn::Layer&) { ++parts; });
+  CHECK(parts == 2);
   CHECK(mlp.flops_per_sample() == 6 * (6 * 5 + 5 * 4 + 4 * 3));
 
   nn::ParameterStore prefixed;
   nn::Mlp named(small_spec("gelu", 0.0f), prefixed, "encoder.");
   CHECK(prefixed.info(0).name == "encoder.fc1.weight");
-  CHECK(named.num_layers() == 2 * 1 + 1);
+  CHECK(named.num_layers() == 2 + 1);
 }
 
 TEST_CASE("Mlp rejects bad specs with ConfigError", "[nn][mlp]") {

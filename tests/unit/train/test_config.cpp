@@ -70,7 +70,9 @@ TEST_CASE("bad values name the key and what is allowed", "[config]") {
   CHECK(contains(bad("--parallel.tp=0"), "parallel.tp"));
   CHECK(contains(bad("--parallel.pp=0"), "parallel.pp"));
   CHECK(contains(bad("--parallel.schedule=zb"), "parallel.schedule"));
-  CHECK(contains(bad("--parallel.zero=2"), "parallel.zero"));
+  CHECK(contains(bad("--parallel.zero=4"), "parallel.zero"));
+  CHECK(contains(bad("--parallel.zero_gather_dtype=bf16"), "needs parallel.zero = 3"));
+  CHECK(bad("--parallel.zero=3").empty());  // the default mlp: one unit per hidden layer
   CHECK(contains(bad("--parallel.backend=gloo"), "parallel.backend"));
   CHECK(bad("--parallel.tp=2").empty());
   CHECK(bad("--optim.lr=0.3").empty());
