@@ -7,6 +7,24 @@ namespace {
 
 using K = OptionKind;
 
+// `options` and the layout options of a command that runs a saved model spread over the ranks
+// (--tp, --pp, --zero, --memory-limit-gb: sharded_model.hpp).
+std::vector<CommandOption> with_layout_options(std::vector<CommandOption> options,
+                                               const char* pp_help) {
+  options.push_back({"--tp", K::integer, "N", "1", false,
+                     "split each layer over N ranks (tensor parallel): a model larger than one "
+                     "rank",
+                     1});
+  options.push_back({"--pp", K::integer, "N", "1", false, pp_help, 1});
+  options.push_back({"--zero", K::integer, "0|3", "0", false,
+                     "3: each rank keeps 1/dp of every block, gathered as the forward reaches it",
+                     0});
+  options.push_back({"--memory-limit-gb", K::real, "GB", "0", false,
+                     "refuse a layout whose memory plan exceeds GB per rank (as memory.limit_gb)",
+                     0});
+  return options;
+}
+
 std::vector<Command> make_table() {
   return {
       {"train",
@@ -23,29 +41,23 @@ std::vector<Command> make_table() {
          "exit without training or writing anything"}},
        true,
        run_train_command},
-      {"eval",
-       "evaluate saved weights (fp32 or int8) on a dataset",
+      {"eval", "evaluate saved weights (fp32 or int8) on a dataset",
        "Rebuilds the model stored in a weights file (model.h5, or the int8 file of `trellis\n"
        "quantize`) and prints its loss, accuracy and throughput on a dataset, all ranks\n"
        "sharing the work. --tp, --pp and --zero 3 spread a model larger than one rank over\n"
        "the ranks, each reading only its pieces of the file.",
-       {{"--weights", K::text, "FILE", "", true, "the weights file"},
-        {"--data", K::text, "FILE", "", true, "the dataset (a trellis HDF5 file or shard list)"},
-        {"--batch", K::integer, "N", "0", false,
-         "samples per forward pass; 0: the most whose activations fit in 512 MiB (and a "
-         "quarter of free memory), at most 1000",
-         0},
-        {"--cache", K::flag, "", "", false,
-         "read each rank's share into memory first (throughput of the model, not the files)"},
-        {"--tp", K::integer, "N", "1", false,
-         "split each layer over N ranks (tensor parallel): a model larger than one rank", 1},
-        {"--pp", K::integer, "N", "1", false, "split the layers into N pipeline stages", 1},
-        {"--zero", K::integer, "0|3", "0", false,
-         "3: each rank keeps 1/dp of every block, gathered as the forward reaches it", 0},
-        {"--memory-limit-gb", K::real, "GB", "0", false,
-         "refuse a layout whose memory plan exceeds GB per rank (as memory.limit_gb)", 0}},
-       false,
-       run_eval_command},
+       with_layout_options(
+           {{"--weights", K::text, "FILE", "", true, "the weights file"},
+            {"--data", K::text, "FILE", "", true,
+             "the dataset (a trellis HDF5 file or shard list)"},
+            {"--batch", K::integer, "N", "0", false,
+             "samples per forward pass; 0: the most whose activations fit in 512 MiB (and a "
+             "quarter of free memory), at most 1000",
+             0},
+            {"--cache", K::flag, "", "", false,
+             "read each rank's share into memory first (throughput of the model, not the files)"}},
+           "split the layers into N pipeline stages"),
+       false, run_eval_command},
       {"export",
        "write a pruned model without its pruned units, or a decoder as a Hugging Face folder",
        "--prune: writes a weights file of a structurally pruned model (prune.method =\n"
@@ -107,30 +119,23 @@ std::vector<Command> make_table() {
        false,
        run_runs_command,
        "--dir"},
-      {"generate",
-       "sample text from a trained gpt or llama",
+      {"generate", "sample text from a trained gpt or llama",
        "Samples text from a trained language model, on one rank (or, with --tp or --zero 3,\n"
        "spread over all ranks); the same command prints the same text.",
-       {{"--weights", K::text, "FILE", "", true, "the weights file of a gpt run"},
-        {"--prompt", K::text, "TEXT", "", false, "the text to continue"},
-        {"--tokens", K::integer, "N", "200", false, "tokens to generate", 0},
-        {"--temperature", K::real, "T", "1", false, "softmax temperature (0: greedy)", 0},
-        {"--top-k", K::integer, "K", "0", false, "sample among the K likeliest (0: all)", 0},
-        {"--seed", K::integer, "S", "0", false, "random seed of the draws", 0},
-        {"--logits", K::text, "FILE", "", false,
-         "also write the logits of every prompt position, float32 [prompt bytes, vocab], as a "
-         ".npy file (before sampling)"},
-        {"--no-cache", K::flag, "", "", false,
-         "recompute the whole window for every token (no key/value cache; the reference)"},
-        {"--tp", K::integer, "N", "1", false,
-         "split each layer over N ranks (tensor parallel): a model larger than one rank", 1},
-        {"--pp", K::integer, "N", "1", false, "refused: generation has no pipeline stages", 1},
-        {"--zero", K::integer, "0|3", "0", false,
-         "3: each rank keeps 1/dp of every block, gathered as the forward reaches it", 0},
-        {"--memory-limit-gb", K::real, "GB", "0", false,
-         "refuse a layout whose memory plan exceeds GB per rank (as memory.limit_gb)", 0}},
-       false,
-       run_generate_command},
+       with_layout_options(
+           {{"--weights", K::text, "FILE", "", true, "the weights file of a gpt run"},
+            {"--prompt", K::text, "TEXT", "", false, "the text to continue"},
+            {"--tokens", K::integer, "N", "200", false, "tokens to generate", 0},
+            {"--temperature", K::real, "T", "1", false, "softmax temperature (0: greedy)", 0},
+            {"--top-k", K::integer, "K", "0", false, "sample among the K likeliest (0: all)", 0},
+            {"--seed", K::integer, "S", "0", false, "random seed of the draws", 0},
+            {"--logits", K::text, "FILE", "", false,
+             "also write the logits of every prompt position, float32 [prompt bytes, vocab], as a "
+             ".npy file (before sampling)"},
+            {"--no-cache", K::flag, "", "", false,
+             "recompute the whole window for every token (no key/value cache; the reference)"}},
+           "refused: generation has no pipeline stages"),
+       false, run_generate_command},
   };
 }
 
