@@ -47,7 +47,8 @@ constexpr PrefixRule kRules[] = {
     {"trellis::powersgd::", MemoryCategory::communication},
     {"trellis::pipeline::", MemoryCategory::communication},
     {"trellis::batch::", MemoryCategory::data},
-    {"trellis::kernels::", MemoryCategory::workspace},      // library workspaces (cuDNN)
+    {"trellis::kernels::", MemoryCategory::workspace},  // library workspaces (cuDNN)
+    {"Kokkos::", MemoryCategory::workspace},  // Kokkos' own team scratch, sized at run time
     {"trellis::tensor_file::", MemoryCategory::workspace},  // checkpoint staging
     {"trellis::peak::", MemoryCategory::workspace},         // the start-up GEMM measurement
     {"trellis::nn::rope.", MemoryCategory::other},          // the rotary tables, shared

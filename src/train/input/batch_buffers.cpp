@@ -2,10 +2,19 @@
 
 #include "trellis/core/error.hpp"
 
+#include <string>
+
 namespace trellis {
 
 namespace {
 std::size_t size_of(std::int64_t a, std::int64_t b) { return static_cast<std::size_t>(a * b); }
+
+// An empty view for an empty buffer: Kokkos allocates (and reports) a block even for zero
+// elements, which the memory plan would not count.
+template <class View>
+View buffer(const char* label, std::size_t size) {
+  return size == 0 ? View() : View(std::string(label), size);
+}
 }  // namespace
 
 BatchBuffers::BatchBuffers(std::int64_t capacity_samples, std::int64_t numel,
@@ -14,9 +23,11 @@ BatchBuffers::BatchBuffers(std::int64_t capacity_samples, std::int64_t numel,
       feature_numel(numel),
       seq_len(tokens_per_sample),
       rows_per_sample(tokens_per_sample > 0 ? tokens_per_sample : 1),
-      features("trellis::batch::features", size_of(capacity_samples, numel)),
-      tokens("trellis::batch::tokens", size_of(capacity_samples, tokens_per_sample)),
-      targets("trellis::batch::targets", size_of(capacity_samples, rows_per_sample)),
+      features(buffer<FloatView>("trellis::batch::features", size_of(capacity_samples, numel))),
+      tokens(
+          buffer<IntView>("trellis::batch::tokens", size_of(capacity_samples, tokens_per_sample))),
+      targets(
+          buffer<IntView>("trellis::batch::targets", size_of(capacity_samples, rows_per_sample))),
       host_features(Kokkos::create_mirror_view(features)),
       host_tokens(Kokkos::create_mirror_view(tokens)),
       host_targets(Kokkos::create_mirror_view(targets)) {}

@@ -77,7 +77,9 @@ def summary(name):
     near = lambda a, b: abs(a - b) <= 0.1 * max(a, b)
     assert near(s["memory_plan_bytes"], s["memory_peak_bytes"]), (name, plan, peak)
     if name != "pp2":
-        for key in ("parameters", "gradients", "optimizer_state"):
+        # The state and every buffer sized from it or from the batch: to the byte.
+        for key in ("parameters", "gradients", "optimizer_state", "half_copies", "communication",
+                    "data", "other"):
             assert plan[key] == peak[key], (name, key, plan[key], peak[key])
         for key in ("activations", "recompute", "workspace"):
             assert near(plan[key], peak[key]), (name, key, plan[key], peak[key])

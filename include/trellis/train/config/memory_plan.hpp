@@ -16,8 +16,8 @@
 //    and the prefetch ring's) and the start-up GEMM measurement's three 512 x 512 matrices.
 // Every figure is the category's peak, which is its steady size: the buffers are allocated once
 // at start-up. e2e.memory_plan checks the plan against the ledger's measured peaks.
-// Not included: PowerSGD's factors, library workspaces found at run time (cuDNN), memory outside
-// the kernels' memory space.
+// Not included: PowerSGD's factors, library workspaces found at run time (cuDNN, Kokkos' team
+// scratch: the ledger counts both as workspace), memory outside the kernels' memory space.
 #pragma once
 
 #include "trellis/core/memory_ledger.hpp"
