@@ -3,7 +3,8 @@
 # virtual environment for the tools at ${TRELLIS_VENV:-/opt/trellis-venv}: tensorboard (the
 # event-file test), Hugging Face tokenizers and pyarrow (tools/text_to_bpe.py: BPE tokenisation,
 # Parquet input).
-# `--bench` also installs what `make bench` compares against (Debian's PyTorch, python3-torch).
+# `--bench` also installs what `make bench` compares against: current PyTorch in the venv below
+# (and Debian's PyTorch 1.13, python3-torch, the fallback peer when that venv cannot be made).
 # `--hf` also makes ${TRELLIS_HF_VENV:-/opt/trellis-hf-venv}: PyTorch 2.x, transformers,
 # safetensors and tokenizers from PyPI, which e2e.hf_transformers and tools/bench/llama_bench.sh
 # compare against (about 5 GB: PyPI's torch brings CUDA libraries; nothing in Trellis needs it
@@ -26,7 +27,8 @@ packages=(
 )
 [[ "${1:-}" == "--bench" ]] && packages+=(python3-torch)
 want_hf=false
-[[ "${1:-}" == "--hf" ]] && want_hf=true
+# `make bench`'s peer is current PyTorch: the same venv as the Hugging Face peers'.
+[[ "${1:-}" == "--hf" || "${1:-}" == "--bench" ]] && want_hf=true
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
   echo "install-deps: not a Debian-based system; install MPI, parallel HDF5, Kokkos(+Kernels)," >&2

@@ -1,12 +1,14 @@
 #!/usr/bin/python3
-"""Table of a tools/bench/run_bench.sh run: median [min .. max] per side, the ratio per repetition
-(Trellis / PyTorch, median and spread), 2-rank data-parallel efficiency, the MLP's GEMM share.
+"""Tables of a tools/bench/run_bench.sh run, one per precision: median [min .. max] per side
+(Trellis, PyTorch eager, PyTorch compiled), the ratios per repetition (median and spread),
+2-rank data-parallel efficiency, the MLP's GEMM share.
 
     summarize.py RAW_DIR
 
-RAW_DIR holds one file per series, one value per repetition: trellis-<model>-np<N>,
-pytorch-<model>-np<N>, optionally baseline-<model>-np<N>, and gemm-rate (JSON lines of
-trellis_gemm_rate).
+RAW_DIR holds one file per series, one value per repetition: <side>[_<precision>]-<model>-np<N>
+with side trellis, pytorch (eager) or pytorch_compiled (torch.compile) and precision bf16 or
+fp16 (fp32: none), optionally baseline-<model>-np<N>, peer (the PyTorch build), and gemm-rate
+(JSON lines of trellis_gemm_rate).
 """
 import json
 import os
@@ -46,52 +48,54 @@ def host():
     return f"{model} ({os.cpu_count()} cores; {flags})"
 
 
+SIDES = [("trellis", "Trellis"), ("pytorch", "eager"), ("pytorch_compiled", "compiled")]
+
+
+def series(side, precision, model, np):
+    prefix = side if precision == "fp32" else f"{side}_{precision}"
+    return f"{prefix}-{model}-np{np}"
+
+
 def main():
     out = sys.argv[1]
     print(f"host: {host()}")
-    print(f"{'model':<5} {'ranks':>5}  {'trellis':>26}  {'pytorch':>26}  {'ratio':>20}", end="")
+    peer = os.path.join(out, "peer")
+    if os.path.exists(peer):
+        print(f"peer: {open(peer).read().strip()}")
     has_baseline = any(n.startswith("baseline-") for n in os.listdir(out))
-    print(f"  {'baseline trellis':>26}" if has_baseline else "")
     per_rank = {}
-    for model in ("mlp", "cnn", "gpt"):
-        for np in (1, 2):
-            t = load(out, f"trellis-{model}-np{np}")
-            p = load(out, f"pytorch-{model}-np{np}")
-            if not t:
-                continue
-            per_rank[(model, np)] = t
-            ratios = [a / b for a, b in zip(t, p)]
-            line = (f"{model:<5} {np:>5}  {spread(t):>26}  {spread(p):>26}  {spread(ratios, 2):>20}")
-            if has_baseline:
-                line += f"  {spread(load(out, f'baseline-{model}-np{np}')):>26}"
+    for precision in ("fp32", "bf16", "fp16"):
+        rows = [(m, np) for m in ("mlp", "cnn", "gpt") for np in (1, 2)
+                if load(out, series("trellis", precision, m, np))]
+        if not rows:
+            continue
+        print(f"\n{precision}" + (" (Trellis precision.mode; PyTorch under torch.autocast('cpu', "
+                                  f"{precision}))" if precision != "fp32" else ""))
+        head = "".join(f"  {name:>24}" for _, name in SIDES)
+        print(f"{'model':<5} {'ranks':>5}{head}  {'vs eager':>18}  {'vs compiled':>18}", end="")
+        print(f"  {'vs trellis fp32':>18}" if precision != "fp32" else "", end="")
+        print(f"  {'baseline trellis':>24}" if has_baseline and precision == "fp32" else "")
+        for model, np in rows:
+            t, e, c = (load(out, series(side, precision, model, np)) for side, _ in SIDES)
+            if precision == "fp32":
+                per_rank[(model, np)] = t
+            ratio = lambda a, b: spread([x / y for x, y in zip(a, b)], 2) if b else "n/a"
+            line = f"{model:<5} {np:>5}" + "".join(f"  {spread(x):>24}" for x in (t, e, c))
+            line += f"  {ratio(t, e):>18}  {ratio(t, c):>18}"
+            if precision != "fp32":
+                line += f"  {ratio(t, load(out, series('trellis', 'fp32', model, np))):>18}"
+            elif has_baseline:
+                line += f"  {spread(load(out, f'baseline-{model}-np{np}')):>24}"
             print(line)
-    print(f"(units: {', '.join(f'{m} {u}' for m, u in UNITS.items())}; ratio = Trellis / PyTorch "
-          "per repetition; 1 rank vs eager 1 thread, 2 ranks vs DDP gloo 2 x 1 thread)")
+    print(f"(units: {', '.join(f'{m} {u}' for m, u in UNITS.items())}; median [min .. max] over "
+          "the repetitions; ratios = Trellis / PyTorch per repetition; 1 rank vs 1 process x 1 "
+          "thread, 2 ranks vs DDP over gloo, 2 processes x 1 thread; compiled = torch.compile, "
+          "compilation outside the timing)")
     for model in ("mlp", "cnn", "gpt"):
         one, two = per_rank.get((model, 1)), per_rank.get((model, 2))
         if one and two:
             eff = [b / (2 * a) for a, b in zip(one, two)]
             print(f"{model}: 2-rank data-parallel efficiency {spread([100 * e for e in eff])} %")
-    for precision in ("bf16", "fp16"):
-        rows = []
-        for model in ("mlp", "cnn", "gpt"):
-            t16 = load(out, f"trellis_{precision}-{model}-np1")
-            p16 = load(out, f"pytorch_{precision}-{model}-np1")
-            t32 = load(out, f"trellis-{model}-np1")
-            if t16:
-                rows.append((model, t16, p16, t32))
-        if not rows:
-            continue
-        print(f"{precision} at 1 rank (Trellis precision.mode={precision}; PyTorch under "
-              f"torch.autocast('cpu', {precision})):")
-        print(f"{'model':<5}  {'trellis ' + precision:>26}  {'pytorch autocast':>26}  "
-              f"{'vs pytorch':>18}  {'vs trellis fp32':>18}  {'pytorch vs fp32':>18}")
-        for model, t16, p16, t32 in rows:
-            p32 = load(out, f"pytorch-{model}-np1")
-            print(f"{model:<5}  {spread(t16):>26}  {spread(p16):>26}  "
-                  f"{spread([a / b for a, b in zip(t16, p16)], 2):>18}  "
-                  f"{spread([a / b for a, b in zip(t16, t32)], 2):>18}  "
-                  f"{spread([a / b for a, b in zip(p16, p32)], 2):>18}")
     gemm = [json.loads(line) for line in open(os.path.join(out, "gemm-rate"))] \
         if os.path.exists(os.path.join(out, "gemm-rate")) else []
     mlp = per_rank.get(("mlp", 1))

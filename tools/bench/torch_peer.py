@@ -1,7 +1,13 @@
 #!/usr/bin/python3
 """PyTorch peer of a Trellis benchmark model: the same model, batch and optimizer, data in memory.
 
-    torch_peer.py --model mlp|cnn|gpt --data FILE [--steps N] [--warmup W]
+    torch_peer.py --model mlp|cnn|gpt --data FILE [--steps N] [--warmup W] [--autocast bf16]
+                  [--compile]
+
+--compile runs the module through torch.compile (PyTorch 2; inductor's C++ CPU code): the
+warm-up steps compile it, so compilation is not in the timing. With PyTorch 2 the GPT's
+attention is F.scaled_dot_product_attention (causal, fused), its fastest CPU path; PyTorch 1.13
+(Debian's, the fallback peer) runs it written out.
 
 One process is PyTorch eager with one thread. Several processes are DistributedDataParallel over
 gloo, each with one thread, started by the caller with MASTER_ADDR, MASTER_PORT, RANK and
@@ -61,6 +67,16 @@ def load_tokens(path):
     return torch.from_numpy(tokens), vocab
 
 
+def fused_attention(self, x):
+    """CausalSelfAttention.forward through PyTorch 2's fused scaled-dot-product attention."""
+    B, T, C = x.size()
+    q, k, v = self.c_attn(x).split(C, dim=2)
+    hd = C // self.n_head
+    q, k, v = (t.view(B, T, self.n_head, hd).transpose(1, 2) for t in (q, k, v))
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
 def build(model, data, gen):
     """Returns (module, optimizer, next_batch(local) -> (inputs, targets), items per sample)."""
     spec = MODELS[model]
@@ -90,6 +106,10 @@ def build(model, data, gen):
     tokens, vocab = load_tokens(data)
     T = spec["seq_len"]
     module = GPT(vocab, T, spec["d_model"], spec["n_head"], spec["n_layer"])
+    if hasattr(F, "scaled_dot_product_attention"):
+        for block in module.modules():
+            if type(block).__name__ == "CausalSelfAttention":
+                block.forward = fused_attention.__get__(block)
     decay = [p for p in module.parameters() if p.dim() >= 2]
     no_decay = [p for p in module.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -113,7 +133,11 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--autocast", choices=["fp32", "bf16"], default="fp32",
                     help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the module (compiled during the warm-up steps)")
     args = ap.parse_args()
+    if args.compile and not hasattr(torch, "compile"):
+        sys.exit(f"torch_peer: --compile needs PyTorch 2, this is {torch.__version__}")
 
     torch.set_num_threads(1)
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -129,6 +153,8 @@ def main():
         sys.exit(f"torch_peer: global batch {batch} does not divide over {world} processes")
     local = batch // world
     net = nn.parallel.DistributedDataParallel(module) if world > 1 else module
+    if args.compile:
+        net = torch.compile(net)
     clip = args.model == "gpt"
 
     def step():
@@ -156,7 +182,7 @@ def main():
     if rank == 0:
         samples_per_sec = args.steps * batch / elapsed
         print(json.dumps({"framework": "pytorch " + torch.__version__, "processes": world,
-                          "autocast": args.autocast,
+                          "autocast": args.autocast, "compiled": args.compile,
                           "model": args.model, "steps": args.steps,
                           "samples_per_sec": samples_per_sec,
                           "tokens_per_sec": samples_per_sec * items if items > 1 else 0,
