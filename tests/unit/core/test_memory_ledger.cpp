@@ -43,7 +43,10 @@ TEST_CASE("memory categories follow the buffers' labels", "[memory]") {
   CHECK(memory_category("trellis::nn::h.group0.checkpoint") == MemoryCategory::activations);
   CHECK(memory_category("trellis::decay_mask") == MemoryCategory::other);
   CHECK(memory_category("trellis::peak::a") == MemoryCategory::workspace);
-  CHECK(memory_category("Kokkos::InternalScratch") == MemoryCategory::other);
+  // Kokkos' own scratch (Serial's team scratch here) is a run-time workspace; no rule: other.
+  CHECK(memory_category("Kokkos::Serial::scratch_mem") == MemoryCategory::workspace);
+  CHECK(memory_category("Kokkos::InternalScratch") == MemoryCategory::workspace);
+  CHECK(memory_category("somebody::else") == MemoryCategory::other);
   CHECK(std::string(trellis::memory_category_name(MemoryCategory::optimizer_state)) ==
         "optimizer_state");
 }
