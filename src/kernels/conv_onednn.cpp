@@ -2,6 +2,7 @@
 
 #if TRELLIS_HAVE_ONEDNN
 
+#include "trellis/core/cpu_features.hpp"
 #include "trellis/core/error.hpp"
 
 #include <dnnl.hpp>
@@ -69,8 +70,8 @@ void reorder(const dnnl::reorder& r, const dnnl::memory& from, const dnnl::memor
   execute(r, stream, {{DNNL_ARG_FROM, &from}, {DNNL_ARG_TO, &to}}, "reorder", what);
 }
 
-void set_buffer(const dnnl::memory& m, const float* data) {
-  m.set_data_handle(const_cast<float*>(data));  // oneDNN's API is not const-correct
+void set_buffer(const dnnl::memory& m, const void* data) {
+  m.set_data_handle(const_cast<void*>(data));  // oneDNN's API is not const-correct
 }
 
 }  // namespace
@@ -93,6 +94,7 @@ struct OnednnConvolution::Plan {
 struct OnednnConvolution::State {
   ConvGeometry g;
   int out_channels = 0, capacity = 0;
+  Precision operands = Precision::fp32;
   std::string what;  // the geometry, for errors
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
@@ -128,14 +130,18 @@ struct OnednnConvolution::State {
     using dnnl::algorithm;
     using dnnl::prop_kind;
     const auto f32 = dnnl::memory::data_type::f32;
+    // What the primitives read (x, w, dy); what they write (y, dx, dw) is always fp32.
+    const auto op = operands == Precision::bf16 ? dnnl::memory::data_type::bf16 : f32;
     const Dims src{n, g.channels, g.height, g.width};
     const Dims wei{out_channels, g.channels, g.kernel, g.kernel};
     const Dims dst{n, out_channels, g.out_height(), g.out_width()};
     const Dims strides{g.stride, g.stride}, padding{g.padding, g.padding};
-    const dnnl::memory::desc any_src(src, f32, Tag::any), any_wei(wei, f32, Tag::any),
-        any_dst(dst, f32, Tag::any);
-    const dnnl::memory::desc plain_src(src, f32, Tag::nchw), plain_wei(wei, f32, Tag::oihw),
-        plain_dst(dst, f32, Tag::nchw);
+    const dnnl::memory::desc any_src(src, op, Tag::any), any_wei(wei, op, Tag::any),
+        any_dst(dst, f32, Tag::any), any_dy(dst, op, Tag::any), any_dx(src, f32, Tag::any),
+        any_dw(wei, f32, Tag::any);
+    // Trellis' own buffers: activations and gradients fp32, weights in the operand format.
+    const dnnl::memory::desc plain_src(src, f32, Tag::nchw), plain_wei(wei, op, Tag::oihw),
+        plain_dst(dst, f32, Tag::nchw), plain_dw(wei, f32, Tag::oihw);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
@@ -144,12 +150,12 @@ struct OnednnConvolution::State {
                                         any_src, any_wei, any_dst, strides, padding, padding),
         attr, engine);
     const dnnl::convolution_backward_data::primitive_desc bd_pd(
-        dnnl::convolution_backward_data::desc(algorithm::convolution_direct, any_src, any_wei,
-                                              any_dst, strides, padding, padding),
+        dnnl::convolution_backward_data::desc(algorithm::convolution_direct, any_dx, any_wei,
+                                              any_dy, strides, padding, padding),
         attr, engine, fwd_pd);
     const dnnl::convolution_backward_weights::primitive_desc bw_pd(
-        dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, any_src, any_wei,
-                                                 any_dst, strides, padding, padding),
+        dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, any_src, any_dw,
+                                                 any_dy, strides, padding, padding),
         attr, engine, fwd_pd);
 
     auto p = std::make_unique<Plan>();
@@ -171,13 +177,13 @@ struct OnednnConvolution::State {
       p->diff_dst_bw = Staged(plain_dst, bw_pd.diff_dst_desc(), engine, true);
     }
     p->diff_weights = dnnl::memory(bw_pd.diff_weights_desc(), engine);
-    p->user_dw = dnnl::memory(plain_wei, engine, DNNL_MEMORY_NONE);
+    p->user_dw = dnnl::memory(plain_dw, engine, DNNL_MEMORY_NONE);
     dnnl::post_ops sum;
     sum.append_sum(1.0f);
     dnnl::primitive_attr accumulate;
     accumulate.set_post_ops(sum);
     p->accumulate_dw = dnnl::reorder(dnnl::reorder::primitive_desc(
-        engine, bw_pd.diff_weights_desc(), engine, plain_wei, accumulate));
+        engine, bw_pd.diff_weights_desc(), engine, plain_dw, accumulate));
     p->scratchpad_bytes =
         std::max({fwd_pd.scratchpad_desc().get_size(), bd_pd.scratchpad_desc().get_size(),
                   bw_pd.scratchpad_desc().get_size()});
@@ -187,15 +193,21 @@ struct OnednnConvolution::State {
   }
 };
 
-OnednnConvolution::OnednnConvolution(const ConvGeometry& g, int out_channels, int capacity)
+OnednnConvolution::OnednnConvolution(const ConvGeometry& g, int out_channels, int capacity,
+                                     Precision operands)
     : state_(std::make_unique<State>()) {
   g.validate("onednn conv");
   TRELLIS_REQUIRE(out_channels > 0 && capacity > 0,
                   "onednn conv: out_channels and capacity must be positive");
+  if (operands == Precision::fp16)
+    throw Error("onednn conv " + g.describe() +
+                ": oneDNN has no fp16 CPU convolution (fp16 autocast convolutions stay emulated)");
   state_->g = g;
+  state_->operands = operands;
   state_->out_channels = out_channels;
   state_->capacity = capacity;
-  state_->what = g.describe() + " -> " + std::to_string(out_channels) + " channels";
+  state_->what = g.describe() + " -> " + std::to_string(out_channels) + " channels, " +
+                 precision_name(operands) + " operands";
   state_->plan(capacity);  // the full batch's primitives now, not in the first step
 }
 
@@ -205,12 +217,45 @@ std::string OnednnConvolution::implementation() const {
   return state_->plans.at(state_->capacity)->implementation;
 }
 
+Precision OnednnConvolution::operands() const { return state_->operands; }
+
+bool OnednnConvolution::bf16_available() {
+  const CpuFeatures& cpu = host_cpu_features();
+  return cpu.avx512_bf16 || cpu.amx_bf16;
+}
+
 void OnednnConvolution::forward(ConstMatrix x, int n, ConstVector w, Matrix y) {
+  TRELLIS_REQUIRE(state_->operands == Precision::fp32,
+                  "onednn conv " + state_->what + ": fp32 weights given");
+  run_forward(x, n, w.data(), y);
+}
+
+void OnednnConvolution::forward(ConstMatrix x, int n, ConstHalfVector w, Matrix y) {
+  TRELLIS_REQUIRE(state_->operands == Precision::bf16,
+                  "onednn conv " + state_->what + ": 16-bit weights given");
+  run_forward(x, n, w.data(), y);
+}
+
+void OnednnConvolution::backward(ConstMatrix x, ConstMatrix dy, int n, ConstVector w, Vector dw,
+                                 Matrix dx) {
+  TRELLIS_REQUIRE(state_->operands == Precision::fp32,
+                  "onednn conv " + state_->what + ": fp32 weights given");
+  run_backward(x, dy, n, w.data(), dw, dx);
+}
+
+void OnednnConvolution::backward(ConstMatrix x, ConstMatrix dy, int n, ConstHalfVector w, Vector dw,
+                                 Matrix dx) {
+  TRELLIS_REQUIRE(state_->operands == Precision::bf16,
+                  "onednn conv " + state_->what + ": 16-bit weights given");
+  run_backward(x, dy, n, w.data(), dw, dx);
+}
+
+void OnednnConvolution::run_forward(ConstMatrix x, int n, const void* w, Matrix y) {
   if (n == 0) return;
   State& s = *state_;
   Plan& p = s.plan(n);
   set_buffer(p.src.user, x.data());
-  set_buffer(p.weights.user, w.data());
+  set_buffer(p.weights.user, w);
   set_buffer(p.dst.user, y.data());
   if (!p.src.same) reorder(p.src.to_inner, p.src.user, p.src.inner, s.stream, s.what);
   if (!p.weights.same) {
@@ -226,8 +271,8 @@ void OnednnConvolution::forward(ConstMatrix x, int n, ConstVector w, Matrix y) {
   s.stream.wait();
 }
 
-void OnednnConvolution::backward(ConstMatrix x, ConstMatrix dy, int n, ConstVector w, Vector dw,
-                                 Matrix dx) {
+void OnednnConvolution::run_backward(ConstMatrix x, ConstMatrix dy, int n, const void* w, Vector dw,
+                                     Matrix dx) {
   if (n == 0) return;
   State& s = *state_;
   Plan& p = s.plan(n);
@@ -236,7 +281,7 @@ void OnednnConvolution::backward(ConstMatrix x, ConstMatrix dy, int n, ConstVect
     reorder(p.diff_dst.to_inner, p.diff_dst.user, p.diff_dst.inner, s.stream, s.what);
   }
   if (dx.data() != nullptr) {
-    set_buffer(p.weights_bd.user, w.data());
+    set_buffer(p.weights_bd.user, w);
     set_buffer(p.diff_src.user, dx.data());
     if (!p.weights_bd.same) {
       reorder(p.weights_bd.to_inner, p.weights_bd.user, p.weights_bd.inner, s.stream, s.what);

@@ -2,12 +2,15 @@
 
 #include "trellis/core/cpu_features.hpp"
 #include "trellis/core/error.hpp"
+#include "trellis/core/format.hpp"
 #include "trellis/core/host_simd.hpp"
+#include "trellis/kernels/bf16_speed_probe.hpp"
 #include "trellis/kernels/precision_cast.hpp"
 
 namespace trellis::nn {
 
-Autocast resolve_autocast(Precision mode, const std::string& kernels, std::string& notice) {
+Autocast resolve_autocast(Precision mode, const std::string& kernels, std::string& notice,
+                          const AgreeOnMinimum& agree) {
   Autocast autocast;
   autocast.mode = mode;
   notice.clear();
@@ -17,15 +20,25 @@ Autocast resolve_autocast(Precision mode, const std::string& kernels, std::strin
   if (kernels == "native" && !available)
     throw ConfigError("precision.kernels = native: " +
                       kernels::native_gemm_unavailable_reason(mode) + "; use emulated or auto");
-  const bool amx = kHostKernels && host_cpu_features().amx_bf16;
-  autocast.native =
-      kernels == "native" || (kernels == "auto" && available && (!kHostKernels || amx));
+  // Hosts: measured (0 where there is no native GEMM), the same choice on every rank.
+  double speedup = 0;
+  if (kHostKernels && kernels == "auto" && mode == Precision::bf16) {
+    speedup = kernels::measured_bf16_gemm_speedup();
+    if (agree) speedup = agree(speedup);
+  }
+  const bool pays = kHostKernels ? speedup >= kernels::kNativeBf16MinSpeedup : true;
+  autocast.native = kernels == "native" || (kernels == "auto" && available && pays);
+  const std::string measured = "oneDNN's bf16 GEMM measured " + format_text("%.2f", speedup) +
+                               "x its fp32 GEMM here" +
+                               (agree ? " (the least over all ranks)" : "");
   if (autocast.native) {
     notice = "precision: " + name + " with native kernels (" + name +
              " operands, fp32 "
              "accumulation: " +
              (kHostKernels ? "oneDNN matmul" : "cuBLAS GemmEx") + ")" +
-             (kernels == "native" ? ", asked for by precision.kernels" : "");
+             (kernels == "native" ? ", asked for by precision.kernels"
+              : kHostKernels      ? ": " + measured
+                                  : "");
     return autocast;
   }
   const std::string prefix = "precision: " + name + " with emulated kernels (fp32 arithmetic on " +
@@ -37,10 +50,10 @@ Autocast resolve_autocast(Precision mode, const std::string& kernels, std::strin
     const std::string hidden = cpu.hidden.empty() ? "" : " (TRELLIS_CPU_HIDE=" + cpu.hidden + ")";
     if (mode == Precision::bf16 && !cpu.avx512_bf16)
       notice = prefix + "this CPU has no AVX512-BF16 instructions" + hidden;
-    else if (mode == Precision::bf16 && !cpu.amx_bf16)
-      notice = prefix +
-               "without AMX, bf16 matmul (VDPBF16PS) peaks at half the fp32 FMA rate "
-               "on this CPU";
+    else if (mode == Precision::bf16 && available)
+      notice = prefix + measured + ", under the " +
+               format_text("%.1f", kernels::kNativeBf16MinSpeedup) +
+               "x that pays for 16-bit kernels; precision.kernels = native forces them";
     else if (mode == Precision::fp16)
       notice = prefix + "fp16 products with fp32 accumulation have no faster CPU path than fp32";
     else

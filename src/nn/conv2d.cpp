@@ -106,8 +106,15 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec&
   if (vendor)
     cudnn_ = std::make_unique<kernels::CudnnConvolution>(geometry_, out_channels_, capacity);
 #elif TRELLIS_HAVE_ONEDNN
-  if (vendor)
-    onednn_ = std::make_unique<kernels::OnednnConvolution>(geometry_, out_channels_, capacity);
+  if (vendor) {
+    // bf16 operands where autocast runs native kernels and oneDNN has a bf16 convolution of
+    // its own on this CPU; everywhere else the fp32 convolution on rounded operands.
+    const Autocast& autocast = store.autocast();
+    half_operands_ = autocast.native && autocast.mode == Precision::bf16 &&
+                     kernels::OnednnConvolution::bf16_available();
+    onednn_ = std::make_unique<kernels::OnednnConvolution>(
+        geometry_, out_channels_, capacity, half_operands_ ? Precision::bf16 : Precision::fp32);
+  }
 #else
   (void)vendor;
 #endif
@@ -121,8 +128,10 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec&
     workspace_ = layer_buffer(BufferRole::own, "trellis::nn::" + name + ".im2col",
                               static_cast<std::size_t>(block_ * per_image));
   }
+  // 16-bit operands convert inside the vendor convolution's reorders: no rounded copies here.
+  if (half_operands_) return;
   const auto cap = static_cast<std::size_t>(capacity);
-  // The convolution kernels take fp32: emulated operands even with native kernels.
+  // Otherwise the convolution takes fp32: emulated operands even with native kernels.
   x16_ = AutocastOperand(store.autocast(), name + ".x16",
                          cap * static_cast<std::size_t>(in_features()), BufferRole::saved,
                          /*emulated_only=*/true);
@@ -163,6 +172,19 @@ ConstMatrix Conv2d::columns(const ConstMatrix& x, int first, int count) const {
 }
 
 void Conv2d::forward(ConstMatrix input, int n, const StepContext&) {
+#if TRELLIS_HAVE_ONEDNN && !defined(TRELLIS_ENABLE_CUDNN)
+  if (half_operands_) {
+    const kernels::ConstHalfVector w = store_->compute_half(weight_);  // throws before finalize
+    const Matrix y = output_rows(n);
+    onednn_->forward(x16_.round_matrix(begin_forward(input, n)), n, w, y);  // x16_: a no-op
+    if (bias_) {
+      kernels::channel_bias_add(y, store_->param_vector(*bias_),
+                                static_cast<int>(geometry_.col_cols()));
+    }
+    round_in_place(store_->autocast(), y);
+    return;
+  }
+#endif
   // Parameters first: a store that is not finalized throws before the call is recorded.
   const kernels::ConstVector w = compute_weight();
   forward_operands(x16_.round_matrix(begin_forward(input, n)), w, n);
@@ -213,6 +235,16 @@ void Conv2d::backward_operands(ConstMatrix dy, ConstMatrix x, int n) {
   const std::size_t ckk = static_cast<std::size_t>(geometry_.col_rows());
   const std::size_t plane = static_cast<std::size_t>(geometry_.col_cols());
   const std::size_t image = static_cast<std::size_t>(geometry_.image_size());
+#if TRELLIS_HAVE_ONEDNN && !defined(TRELLIS_ENABLE_CUDNN)
+  if (half_operands_) {  // dy and x convert to bf16 in the primitives' reorders
+    if (bias_) {
+      kernels::channel_sum_accumulate(dy, store_->grad_vector(*bias_), static_cast<int>(plane));
+    }
+    onednn_->backward(x, dy, n, store_->compute_half(weight_), store_->grad_vector(weight_),
+                      input_grad_needed() ? input_grad_rows(n) : Matrix());
+    return;
+  }
+#endif
   // [C', C*k*k]: the weights forward read (native kernels: converted there, this step).
   const float* weights =
       weight16_.size() > 0 ? weight16_.data() : store_->compute_vector(weight_).data();
@@ -222,6 +254,7 @@ void Conv2d::backward_operands(ConstMatrix dy, ConstMatrix x, int n) {
   if (bias_) {
     kernels::channel_sum_accumulate(dy, store_->grad_vector(*bias_), static_cast<int>(plane));
   }
+
 #if defined(TRELLIS_ENABLE_CUDNN)
   if (cudnn_) {
     if (n > 0) {

@@ -9,8 +9,9 @@
 #  3. fp16 with dynamic loss scaling: overflows are skipped, counted and back the scale off;
 #     a run preempted mid-way and resumed continues bitwise-identically, loss scale included;
 #  4. a bf16 gradient wire on 2 ranks tracks the fp32 exchange, sends half the bytes, and
-#     is refused with the shared-memory exchange; native bf16 kernels track fp32 too (or, where
-#     oneDNN has no bf16 matmul for the CPU, are refused with the reason), and
+#     is refused with the shared-memory exchange; native bf16 kernels track fp32 too, the MLP
+#     and the CNN (its convolutions in oneDNN bf16), or, where oneDNN has no bf16 matmul for
+#     the CPU, are refused with the reason; auto follows its measured bf16/fp32 GEMM ratio;
 #     native fp16 (no host kernel) is refused;
 #  5. PowerSGD rank 4 on 2 ranks: test accuracy within 1 point, >= 10x fewer bytes; its state
 #     resumes bitwise on the same layout and restarts (with a warning) on another.
@@ -105,8 +106,8 @@ trellis_run 2 "${wire[@]}" --parallel.grad_dtype=bf16 --parallel.grad_exchange=s
   --run.dir="$WORK/wire-shared" > "$WORK/wire-shared.log" 2>&1 || rc=$?
 [[ $rc -ne 0 ]] && grep -q "parallel.grad_dtype = bf16 needs communicator" "$WORK/wire-shared.log" \
   || fail "shared memory with a bf16 wire was not refused: $(tail -2 "$WORK/wire-shared.log")"
-# Native 16-bit kernels (oneDNN bf16 matmul here; slower than emulated without AMX, but the
-# path AMX hosts and GPUs take): the same curve. Where oneDNN has no bf16 matmul for the CPU
+# Native 16-bit kernels (oneDNN bf16 matmul here; slower than emulated on an Intel CPU without
+# AMX, faster with AMX or on AMD Zen 4): the same curve. Where oneDNN has no bf16 matmul for the CPU
 # (AVX2 only), `trellis info` says so and asking for native is refused with the reason.
 # fp16 has no host kernel: refused.
 if "$TRELLIS_BIN" info | grep -q "native 16-bit GEMM: bf16"; then
@@ -114,12 +115,21 @@ if "$TRELLIS_BIN" info | grep -q "native 16-bit GEMM: bf16"; then
     --precision.mode=bf16 --precision.kernels=native --run.dir="$WORK/mlp-native" > "$WORK/mlp-native.log"
   grep -q "precision: bf16 with native kernels" "$WORK/mlp-native.log" || fail "native bf16 did not run"
   "${compare[@]}" --rtol 0.02 "$WORK/mlp-fp32" "$WORK/mlp-native"
-  # precision.kernels = auto takes them where the CPU has AMX tiles (not on AVX512-BF16 alone).
-  trellis_run 1 train "${mlp[@]}" --data.test= --train.max_steps=5 --precision.mode=bf16 \
+  # The CNN's convolutions in bf16 through oneDNN where the CPU has AVX512-BF16 or AMX.
+  trellis_run 1 train "${cnn[@]}" --train.max_steps=300 --log.interval=1 --data.test= \
+    --precision.mode=bf16 --precision.kernels=native --run.dir="$WORK/cnn-native" > "$WORK/cnn-native.log"
+  "${compare[@]}" --rtol 0.04 "$WORK/cnn-fp32" "$WORK/cnn-native"
+  # precision.kernels = auto takes them where the probe measures oneDNN's bf16 GEMM at least
+  # 1.2x its fp32 one; at 2 ranks both take the slower rank's figure, and the run says which.
+  trellis_run 2 train "${mlp[@]}" --data.test= --train.max_steps=5 --precision.mode=bf16 \
     --run.dir="$WORK/mlp-auto" > "$WORK/mlp-auto.log"
+  line=$(grep "precision: bf16 with" "$WORK/mlp-auto.log" | head -1)
+  speedup=$(sed -n 's/.*measured \([0-9.]*\)x its fp32 GEMM here (the least over all ranks).*/\1/p' <<< "$line")
+  [[ -n $speedup ]] || fail "auto did not say what it measured: $line"
   want=emulated
-  "$TRELLIS_BIN" info | grep -q "cpu features:.* amx_bf16" && want=native
-  grep -q "precision: bf16 with $want kernels" "$WORK/mlp-auto.log" || fail "auto did not pick $want bf16"
+  awk -v s="$speedup" 'BEGIN { exit !(s >= 1.2) }' && want=native
+  [[ $line == *"with $want kernels"* ]] || fail "auto measured ${speedup}x but did not pick $want: $line"
+  echo "auto: bf16 GEMM measured ${speedup}x fp32, $want kernels"
 else
   rc=0
   trellis_run 1 train "${mlp[@]}" --data.test= --precision.mode=bf16 --precision.kernels=native \

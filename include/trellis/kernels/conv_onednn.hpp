@@ -15,11 +15,21 @@
 // of an epoch, evaluation) at its first use; the scratchpad is user-managed and shared. forward
 // and backward then run through oneDNN's C API with fixed argument arrays, so a warmed-up step
 // allocates nothing.
+//
+// Operands in bf16 (mixed precision with native kernels): the primitives read x, w and dy as
+// bf16 in their blocked layouts and accumulate in fp32; y, dx and dw come out in fp32 (the
+// layer rounds y and dx to bf16 as autocast says; dw stays fp32, added into the fp32 gradient).
+// The fp32 -> bf16 conversion (round to nearest even) is the NCHW -> blocked reorder itself, so
+// it costs no pass of its own, and backward-weights reuses the bf16 x the forward reordered,
+// which is why the layer keeps no rounded copy of x. The weights arrive as the store's 16-bit
+// compute copy. oneDNN 2.x's CPU convolutions have no fp16: fp16 stays emulated.
 #pragma once
 
 #if TRELLIS_HAVE_ONEDNN
 
+#include "trellis/core/precision.hpp"
 #include "trellis/kernels/conv.hpp"
+#include "trellis/kernels/precision_cast.hpp"
 
 #include <memory>
 
@@ -31,13 +41,23 @@ namespace trellis::kernels {
 //             skipped when dx.data() is null)
 class OnednnConvolution {
  public:
-  OnednnConvolution(const ConvGeometry& g, int out_channels, int capacity);
+  // operands: fp32 or bf16 (above); Error for fp16.
+  OnednnConvolution(const ConvGeometry& g, int out_channels, int capacity,
+                    Precision operands = Precision::fp32);
   ~OnednnConvolution();
   OnednnConvolution(const OnednnConvolution&) = delete;
   OnednnConvolution& operator=(const OnednnConvolution&) = delete;
 
+  // w: fp32 [C'*C*k*k] with fp32 operands, the bf16 words with bf16 operands (Error otherwise).
   void forward(ConstMatrix x, int n, ConstVector w, Matrix y);
+  void forward(ConstMatrix x, int n, ConstHalfVector w, Matrix y);
   void backward(ConstMatrix x, ConstMatrix dy, int n, ConstVector w, Vector dw, Matrix dx);
+  void backward(ConstMatrix x, ConstMatrix dy, int n, ConstHalfVector w, Vector dw, Matrix dx);
+
+  Precision operands() const;
+  // Whether this host's oneDNN has a bf16 convolution of its own (AVX512-BF16 or AMX), rather
+  // than a slow reference one: what auto-selection asks before choosing bf16 operands.
+  static bool bf16_available();
 
   // "jit:avx512_core" and friends: the implementations oneDNN chose (forward, backward-data,
   // backward-weights), for logs and tests.
@@ -46,6 +66,9 @@ class OnednnConvolution {
  private:
   struct Plan;  // the primitives for one batch size
   struct State;
+  void run_forward(ConstMatrix x, int n, const void* w, Matrix y);
+  void run_backward(ConstMatrix x, ConstMatrix dy, int n, const void* w, Vector dw, Matrix dx);
+
   std::unique_ptr<State> state_;
 };
 

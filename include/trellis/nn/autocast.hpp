@@ -15,9 +15,11 @@
 // on a CPU with AVX512-BF16 but no AMX, oneDNN's bf16 matmul and the VDPBF16PS peak are half
 // the fp32 FMA peak (measured: tools/bench/NOTES.md), so 16-bit arithmetic would be slower.
 // `native` keeps the operands in 16-bit buffers (half the memory of the saved operands) and
-// runs kernels/gemm_half.hpp (oneDNN bf16 matmul on the host, cuBLAS GemmEx on CUDA); auto
-// picks it on CUDA builds and on CPUs with AMX-BF16, where it is faster. Convolutions keep the
-// emulated path in native mode (their vendor kernels here take fp32).
+// runs kernels/gemm_half.hpp (oneDNN bf16 matmul on the host, cuBLAS GemmEx on CUDA) and, on
+// hosts whose oneDNN has a bf16 convolution, bf16 convolutions (nn/conv2d.hpp). auto picks it
+// on CUDA builds, and on hosts where a probe (kernels/bf16_speed_probe.hpp) measures oneDNN's
+// bf16 GEMM at least 1.2x its fp32 one: AMX, or AVX512-BF16 at full rate (AMD Zen 4); not on
+// an Intel CPU without AMX, where it measured half.
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
@@ -26,6 +28,7 @@
 #include "trellis/kernels/precision_cast.hpp"
 #include "trellis/nn/buffer_pool.hpp"
 
+#include <functional>
 #include <string>
 
 namespace trellis::nn {
@@ -37,10 +40,16 @@ struct Autocast {
   bool active() const { return mode != Precision::fp32; }
 };
 
+// The smallest of a value over every rank (collective), so that all ranks take the same
+// choice from a timing each measures alone; empty: this process alone.
+using AgreeOnMinimum = std::function<double(double)>;
+
 // precision.mode + precision.kernels (auto | native | emulated) for this build and host.
 // `notice`: one line for the set-up log saying which kernels run and why (empty for fp32).
-// ConfigError naming precision.kernels when the choice cannot run here.
-Autocast resolve_autocast(Precision mode, const std::string& kernels, std::string& notice);
+// ConfigError naming precision.kernels when the choice cannot run here. With bf16 and auto on
+// a host build, `agree` is called once on every rank (whatever its CPU).
+Autocast resolve_autocast(Precision mode, const std::string& kernels, std::string& notice,
+                          const AgreeOnMinimum& agree = {});
 
 // A layer's rounded copy of one GEMM operand, [capacity_elements] values, allocated only when
 // autocast is active (no memory otherwise): 16-bit words with native kernels (unless the

@@ -26,7 +26,11 @@
 // steps are shared.
 //
 // Mixed precision (autocast.hpp, from the store): x and dy rounded into x16 / dy16, the
-// weight's rounded compute copy, y and dx rounded in place; dW and db stay fp32.
+// weight's rounded compute copy, y and dx rounded in place; dW and db stay fp32. With native
+// bf16 kernels and a oneDNN that has a bf16 convolution on this CPU (AVX512-BF16 or AMX), the
+// convolution reads bf16 operands itself (kernels/conv_onednn.hpp): x and dy are converted in
+// its layout reorders and the weights are the store's 16-bit compute copy, so x16 / dy16 /
+// weight16 are not allocated (half_operands()).
 #pragma once
 
 #include "trellis/kernels/conv.hpp"
@@ -84,6 +88,7 @@ class Conv2d : public Layer {
   int out_width() const { return geometry_.out_width(); }
   int block() const { return block_; }  // images per im2col workspace fill
   bool uses_vendor() const;             // the cuDNN / oneDNN path rather than im2col
+  bool half_operands() const { return half_operands_; }  // the vendor path reads bf16 (above)
   std::size_t weight_index() const { return weight_; }
   std::optional<std::size_t> bias_index() const { return bias_; }
 
@@ -102,6 +107,7 @@ class Conv2d : public Layer {
   std::size_t weight_;
   std::optional<std::size_t> bias_;
   int block_ = 1;
+  bool half_operands_ = false;
   FloatView workspace_;   // [block * C*k*k * H'*W'] (empty when pointwise)
   AutocastOperand x16_;   // [cap * C*H*W] autocast: x rounded
   AutocastOperand dy16_;  // [cap * C'*H'*W'] autocast: dy rounded

@@ -7,6 +7,7 @@
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/code_path.hpp"
 #include "trellis/core/format.hpp"
+#include "trellis/kernels/bf16_speed_probe.hpp"
 #include "trellis/train/commands/command.hpp"
 #include "trellis/train/config/memory_plan.hpp"
 #include "trellis/train/model/model_registry.hpp"
@@ -89,6 +90,12 @@ int run_info_command(const CommandContext& context, const CommandArgs& args) {
   TRELLIS_MPI(MPI_Gather(line, kLine, MPI_CHAR, lines.data(), kLine, MPI_CHAR, 0, world));
 
   std::string text = build_summary();
+  // A timing, so not part of the build summary (checkpoints store that, alike on all ranks).
+  if (const double speedup = kernels::measured_bf16_gemm_speedup(); speedup > 0) {
+    text += "  bf16 speed: oneDNN's bf16 GEMM measured " + format_text("%.2f", speedup) +
+            "x its fp32 GEMM on rank 0; precision.kernels = auto takes " +
+            (speedup >= kernels::kNativeBf16MinSpeedup ? "native" : "emulated") + " bf16\n";
+  }
   text += "  ranks: " + std::to_string(size) + " on " + std::to_string(node.node_count) +
           " node(s); grid " + (own_grid ? layout.describe() : std::string("none")) + "\n";
   for (int r = 0; r < size && rank == 0; ++r)

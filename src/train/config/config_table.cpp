@@ -274,8 +274,8 @@ const std::vector<ConfigEntry>& config_table() {
           named, FIELD(precision.mode), precision_names()),
       KEY("precision.kernels", "auto",
           "16-bit GEMM kernels: native (oneDNN / cuBLAS on 16-bit storage) | emulated (fp32 "
-          "arithmetic on 16-bit-rounded operands) | auto (native on GPUs and on CPUs with "
-          "AMX; emulated elsewhere, where native bf16 is slower than fp32)",
+          "arithmetic on 16-bit-rounded operands) | auto (native on GPUs and on CPUs where "
+          "oneDNN's bf16 GEMM measures >= 1.2x its fp32 one at start-up; emulated elsewhere)",
           choice, FIELD(precision.kernels), {"auto", "native", "emulated"}),
       KEY("precision.stochastic_rounding", "false",
           "round the 16-bit weight copies stochastically (counter RNG: layout-independent)",

@@ -35,9 +35,15 @@ TrainingModel::TrainingModel(const TrainConfig& config, const DataShape& shape,
       pp > 1 ? config.parallel.schedule : PipelineSchedule::one_f_one_b;
   const int slots = in_flight(schedule, pp, stage, micro_batches);
   // Before the layers are built: they size their 16-bit operand buffers from it.
-  store_.set_autocast(
-      nn::resolve_autocast(config.precision.mode, config.precision.kernels, precision_notice_),
-      config.precision.stochastic_rounding);
+  // Every rank takes auto's choice from the slowest rank's measurement.
+  const MPI_Comm world = grid.world().get();
+  const nn::AgreeOnMinimum least_over_ranks = [world](double value) {
+    TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MIN, world));
+    return value;
+  };
+  store_.set_autocast(nn::resolve_autocast(config.precision.mode, config.precision.kernels,
+                                           precision_notice_, least_over_ranks),
+                      config.precision.stochastic_rounding);
   const nn::RecomputeSpec recompute = recompute_spec(config.memory);
   // ZeRO-2/3: every block a unit that splits evenly over the dp ranks (zero_layout.hpp).
   if (config.parallel.zero >= 2)

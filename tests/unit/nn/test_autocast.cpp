@@ -5,8 +5,10 @@
 #include "catch.hpp"
 #include "unit/support/nn_helpers.hpp"
 
+#include "trellis/core/code_path.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/precision.hpp"
+#include "trellis/kernels/bf16_speed_probe.hpp"
 #include "trellis/kernels/gemm.hpp"
 #include "trellis/nn/autocast.hpp"
 #include "trellis/nn/conv2d.hpp"
@@ -154,6 +156,36 @@ TEST_CASE("precision.kernels resolves with a notice", "[autocast]") {
       CHECK_THROWS_AS(nn::resolve_autocast(p, "native", notice), ConfigError);
     }
   }
+}
+
+TEST_CASE("auto takes native bf16 kernels where the agreed measurement says they pay",
+          "[autocast]") {
+  std::string notice;
+  int calls = 0;
+  double seen = -1;
+  const auto agreeing_on = [&](double least) {
+    return nn::AgreeOnMinimum([&calls, &seen, least](double mine) {
+      ++calls;
+      seen = mine;
+      return least;  // what the slowest rank measured
+    });
+  };
+  const nn::Autocast slow = nn::resolve_autocast(Precision::bf16, "auto", notice, agreeing_on(0.5));
+  CHECK_FALSE(slow.native);
+  if (kHostKernels) {
+    CHECK(calls == 1);
+    CHECK(seen == kernels::measured_bf16_gemm_speedup());  // this rank's own measurement
+    if (kernels::native_gemm_available(Precision::bf16) && seen > 0)
+      CHECK(notice.find("measured 0.50x its fp32 GEMM here (the least over all ranks)") !=
+            std::string::npos);
+  }
+  const nn::Autocast fast = nn::resolve_autocast(Precision::bf16, "auto", notice, agreeing_on(3));
+  CHECK(fast.native == kernels::native_gemm_available(Precision::bf16));
+  // fp16 and the explicit choices take no measurement.
+  calls = 0;
+  nn::resolve_autocast(Precision::fp16, "auto", notice, agreeing_on(3));
+  nn::resolve_autocast(Precision::bf16, "emulated", notice, agreeing_on(3));
+  CHECK(calls == 0);
 }
 
 TEST_CASE("without a native bf16 GEMM, the 16-bit gemm says why", "[autocast]") {

@@ -2,11 +2,14 @@
 // im2col + GEMM path, forward and backward, as two Conv2d layers with the same parameters: the
 // outputs, input gradients and weight/bias gradients agree, also for a batch smaller than the
 // capacity (the vendor path builds primitives for it at first use) and when called twice (the
-// weight gradient accumulates).
+// weight gradient accumulates). And with bf16 operands (native autocast kernels on a CPU with a
+// oneDNN bf16 convolution), the same layer against the emulated bf16 one.
 #include "catch.hpp"
 #include "unit/support/nn_helpers.hpp"
 
+#include "trellis/core/precision.hpp"
 #include "trellis/kernels/views.hpp"
+#include "trellis/nn/autocast.hpp"
 #include "trellis/nn/conv2d.hpp"
 
 #include <algorithm>
@@ -96,3 +99,82 @@ TEST_CASE("vendor convolution agrees with im2col forward and backward", "[cnn][c
     }
   }
 }
+
+#if TRELLIS_HAVE_ONEDNN && !defined(TRELLIS_ENABLE_CUDNN)
+TEST_CASE("oneDNN bf16 convolution matches the emulated bf16 one",
+          "[cnn][conv][vendor][autocast]") {
+  if (!kernels::OnednnConvolution::bf16_available()) {
+    WARN("this CPU has neither AVX512-BF16 nor AMX-BF16: the bf16 convolution is not taken");
+    return;
+  }
+  const int capacity = 5;
+  const auto bf16 = [](std::vector<float> v) {
+    for (float& x : v) x = round_to(Precision::bf16, x);
+    return v;
+  };
+  for (const Case c : {Case{1, 16, 3, 1, 1, 28, 28, true}, Case{16, 32, 3, 2, 1, 14, 14, false},
+                       Case{17, 5, 3, 1, 1, 9, 7, true}, Case{32, 64, 3, 1, 1, 7, 7, true}}) {
+    for (const int n : {capacity, 2}) {
+      INFO("conv in " << c.in << " out " << c.out << " k " << c.k << " s " << c.stride << " p "
+                      << c.pad << " image " << c.h << "x" << c.w << ", n " << n);
+      nn::Conv2dSpec s;
+      s.in_channels = c.in;
+      s.out_channels = c.out;
+      s.kernel = c.k;
+      s.stride = c.stride;
+      s.padding = c.pad;
+      s.height = c.h;
+      s.width = c.w;
+      s.bias = c.bias;
+      s.impl = nn::ConvImpl::vendor;
+      nn::ParameterStore native_store, emulated_store;
+      nn::Autocast native, emulated;
+      native.mode = emulated.mode = Precision::bf16;
+      native.native = true;
+      native_store.set_autocast(native);
+      emulated_store.set_autocast(emulated);
+      nn::Conv2d a(native_store, "conv", s, capacity), b(emulated_store, "conv", s, capacity);
+      native_store.finalize(3);
+      emulated_store.finalize(3);
+      REQUIRE(a.half_operands());
+      REQUIRE_FALSE(b.half_operands());
+      // bf16 inputs (what an autocast network feeds a convolution): both paths then read the
+      // same operands, and the bias gradient sums the same dy.
+      const int in = a.in_features(), out = a.out_features();
+      const FloatView x = to_device("x", bf16(random_values(std::size_t(n) * in, 8, -2.f, 2.f)));
+      const FloatView dy = to_device("dy", bf16(random_values(std::size_t(n) * out, 9)));
+      for (nn::Conv2d* conv : {&a, &b}) {
+        for (int pass = 0; pass < 2; ++pass) {
+          conv->forward(as_matrix(x, n, in), n, {});
+          conv->backward(as_matrix(dy, n, out), n);
+        }
+      }
+      // y and dx: fp32 sums in different orders, then rounded to bf16, so at most one bf16
+      // step apart (an ulp: at most 2^-7 relative) plus the fp32 order noise where a sum cancels.
+      const auto rounded_agree = [](const std::vector<float>& p, const std::vector<float>& q,
+                                    const char* what) {
+        REQUIRE(p.size() == q.size());
+        float scale = 1e-6f;
+        for (float v : q) scale = std::max(scale, std::fabs(v));
+        std::size_t apart = 0;
+        for (std::size_t i = 0; i < p.size(); ++i) {
+          INFO(what << " element " << i << ": " << p[i] << " vs " << q[i]);
+          CHECK(std::fabs(p[i] - q[i]) <= std::ldexp(1.0f, -7) * std::fabs(q[i]) + 2e-5f * scale);
+          apart += p[i] != q[i];
+        }
+        CHECK(apart * 20 < p.size());  // ties are rare: nearly all equal exactly
+      };
+      rounded_agree(to_host(first_rows(a.output(), n)), to_host(first_rows(b.output(), n)), "y");
+      rounded_agree(to_host(first_rows(a.input_grad(), n)), to_host(first_rows(b.input_grad(), n)),
+                    "dx");
+      // dW and db stay fp32: sums of the same exact products in different orders.
+      check_agree(to_host(native_store.grad(a.weight_index())),
+                  to_host(emulated_store.grad(b.weight_index())), "dW");
+      if (c.bias) {
+        check_agree(to_host(native_store.grad(*a.bias_index())),
+                    to_host(emulated_store.grad(*b.bias_index())), "db");
+      }
+    }
+  }
+}
+#endif
