@@ -126,4 +126,13 @@ void from_half(Precision p, ConstHalfVector src, Vector dst) {
       KOKKOS_LAMBDA(const Index i) { dst(i) = half_bits_to_float(p, src(i)); });
 }
 
+void add_from_half(Precision p, ConstHalfVector src, Vector dst) {
+  require_half(p, "add_from_half");
+  require_same_shape(src, dst, "add_from_half");
+  const auto n = static_cast<Index>(src.extent(0));
+  Kokkos::parallel_for(
+      TRELLIS_KERNEL_LABEL("trellis::precision::add_from_half"), Range(0, n),
+      KOKKOS_LAMBDA(const Index i) { dst(i) += half_bits_to_float(p, src(i)); });
+}
+
 }  // namespace trellis::kernels

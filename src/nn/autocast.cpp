@@ -35,7 +35,7 @@ Autocast resolve_autocast(Precision mode, const std::string& kernels, std::strin
     notice = "precision: " + name + " with native kernels (" + name +
              " operands, fp32 "
              "accumulation: " +
-             (kHostKernels ? "oneDNN matmul" : "cuBLAS GemmEx") + ")" +
+             (kHostKernels ? "oneDNN matmul and convolutions" : "cuBLAS GemmEx, cuDNN") + ")" +
              (kernels == "native" ? ", asked for by precision.kernels"
               : kHostKernels      ? ": " + measured
                                   : "");

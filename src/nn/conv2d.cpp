@@ -103,8 +103,13 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec&
   }
   const bool vendor = spec.impl != ConvImpl::im2col;
 #if defined(TRELLIS_ENABLE_CUDNN)
-  if (vendor)
-    cudnn_ = std::make_unique<kernels::CudnnConvolution>(geometry_, out_channels_, capacity);
+  if (vendor) {
+    // cuDNN has bf16 and fp16 convolutions: native autocast takes them.
+    const Autocast& autocast = store.autocast();
+    half_operands_ = autocast.native && autocast.active();
+    cudnn_ = std::make_unique<kernels::CudnnConvolution>(
+        geometry_, out_channels_, capacity, half_operands_ ? autocast.mode : Precision::fp32);
+  }
 #elif TRELLIS_HAVE_ONEDNN
   if (vendor) {
     // bf16 operands where autocast runs native kernels and oneDNN has a bf16 convolution of
@@ -172,11 +177,16 @@ ConstMatrix Conv2d::columns(const ConstMatrix& x, int first, int count) const {
 }
 
 void Conv2d::forward(ConstMatrix input, int n, const StepContext&) {
-#if TRELLIS_HAVE_ONEDNN && !defined(TRELLIS_ENABLE_CUDNN)
+#if defined(TRELLIS_ENABLE_CUDNN) || TRELLIS_HAVE_ONEDNN
   if (half_operands_) {
     const kernels::ConstHalfVector w = store_->compute_half(weight_);  // throws before finalize
     const Matrix y = output_rows(n);
-    onednn_->forward(x16_.round_matrix(begin_forward(input, n)), n, w, y);  // x16_: a no-op
+    const ConstMatrix x = x16_.round_matrix(begin_forward(input, n));  // x16_: a no-op
+#if defined(TRELLIS_ENABLE_CUDNN)
+    if (n > 0) cudnn_->forward(x, n, w, y);
+#else
+    onednn_->forward(x, n, w, y);
+#endif
     if (bias_) {
       kernels::channel_bias_add(y, store_->param_vector(*bias_),
                                 static_cast<int>(geometry_.col_cols()));
@@ -235,13 +245,18 @@ void Conv2d::backward_operands(ConstMatrix dy, ConstMatrix x, int n) {
   const std::size_t ckk = static_cast<std::size_t>(geometry_.col_rows());
   const std::size_t plane = static_cast<std::size_t>(geometry_.col_cols());
   const std::size_t image = static_cast<std::size_t>(geometry_.image_size());
-#if TRELLIS_HAVE_ONEDNN && !defined(TRELLIS_ENABLE_CUDNN)
-  if (half_operands_) {  // dy and x convert to bf16 in the primitives' reorders
+#if defined(TRELLIS_ENABLE_CUDNN) || TRELLIS_HAVE_ONEDNN
+  if (half_operands_) {  // the vendor convolution converts dy and x to 16 bits itself
     if (bias_) {
       kernels::channel_sum_accumulate(dy, store_->grad_vector(*bias_), static_cast<int>(plane));
     }
-    onednn_->backward(x, dy, n, store_->compute_half(weight_), store_->grad_vector(weight_),
-                      input_grad_needed() ? input_grad_rows(n) : Matrix());
+    const Matrix dx = input_grad_needed() ? input_grad_rows(n) : Matrix();
+#if defined(TRELLIS_ENABLE_CUDNN)
+    if (n > 0)
+      cudnn_->backward(x, dy, n, store_->compute_half(weight_), store_->grad_vector(weight_), dx);
+#else
+    onednn_->backward(x, dy, n, store_->compute_half(weight_), store_->grad_vector(weight_), dx);
+#endif
     return;
   }
 #endif

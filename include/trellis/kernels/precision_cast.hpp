@@ -32,5 +32,7 @@ void to_half_stochastic(Precision p, ConstVector src, HalfVector dst, std::uint6
                         std::uint64_t stream, const ShardIndexMap& map = {});
 // dst[i] = src[i] as fp32 (exact).
 void from_half(Precision p, ConstHalfVector src, Vector dst);
+// dst[i] += src[i] as fp32 (a 16-bit partial gradient into the fp32 one).
+void add_from_half(Precision p, ConstHalfVector src, Vector dst);
 
 }  // namespace trellis::kernels

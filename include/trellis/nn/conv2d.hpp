@@ -27,10 +27,11 @@
 //
 // Mixed precision (autocast.hpp, from the store): x and dy rounded into x16 / dy16, the
 // weight's rounded compute copy, y and dx rounded in place; dW and db stay fp32. With native
-// bf16 kernels and a oneDNN that has a bf16 convolution on this CPU (AVX512-BF16 or AMX), the
-// convolution reads bf16 operands itself (kernels/conv_onednn.hpp): x and dy are converted in
-// its layout reorders and the weights are the store's 16-bit compute copy, so x16 / dy16 /
-// weight16 are not allocated (half_operands()).
+// kernels, the vendor convolution reads 16-bit operands itself (half_operands()): oneDNN in
+// bf16 where the CPU has AVX512-BF16 or AMX, x and dy converted in its layout reorders
+// (kernels/conv_onednn.hpp); cuDNN in bf16 or fp16 (kernels/conv_cudnn.hpp, its weight
+// gradient 16-bit per call as PyTorch's). The weights are the store's 16-bit compute copy, and
+// x16 / dy16 / weight16 are not allocated.
 #pragma once
 
 #include "trellis/kernels/conv.hpp"
