@@ -27,6 +27,20 @@ namespace {
 struct Case {
   int in, out, k, stride, pad, h, w;
   bool bias;
+
+  nn::Conv2dSpec spec(nn::ConvImpl impl) const {
+    nn::Conv2dSpec s;
+    s.in_channels = in;
+    s.out_channels = out;
+    s.kernel = k;
+    s.stride = stride;
+    s.padding = pad;
+    s.height = h;
+    s.width = w;
+    s.bias = bias;
+    s.impl = impl;
+    return s;
+  }
 };
 
 // Both paths sum the same products in different orders (oneDNN blocks channels by 16 and
@@ -58,20 +72,9 @@ TEST_CASE("vendor convolution agrees with im2col forward and backward", "[cnn][c
       INFO(nn::vendor_conv_name() << " vs im2col: conv in " << c.in << " out " << c.out << " k "
                                   << c.k << " s " << c.stride << " p " << c.pad << " image " << c.h
                                   << "x" << c.w << ", n " << n);
-      nn::Conv2dSpec s;
-      s.in_channels = c.in;
-      s.out_channels = c.out;
-      s.kernel = c.k;
-      s.stride = c.stride;
-      s.padding = c.pad;
-      s.height = c.h;
-      s.width = c.w;
-      s.bias = c.bias;
       nn::ParameterStore store_v, store_r;
-      s.impl = nn::ConvImpl::vendor;
-      nn::Conv2d vendor(store_v, "conv", s, capacity);
-      s.impl = nn::ConvImpl::im2col;
-      nn::Conv2d im2col(store_r, "conv", s, capacity);
+      nn::Conv2d vendor(store_v, "conv", c.spec(nn::ConvImpl::vendor), capacity);
+      nn::Conv2d im2col(store_r, "conv", c.spec(nn::ConvImpl::im2col), capacity);
       store_v.finalize(21);
       store_r.finalize(21);  // same names, same seed: the same parameters
       REQUIRE(vendor.uses_vendor());
@@ -139,16 +142,7 @@ TEST_CASE("the vendor bf16 convolution matches the emulated bf16 one",
     for (const int n : {capacity, 2}) {
       INFO("conv in " << c.in << " out " << c.out << " k " << c.k << " s " << c.stride << " p "
                       << c.pad << " image " << c.h << "x" << c.w << ", n " << n);
-      nn::Conv2dSpec s;
-      s.in_channels = c.in;
-      s.out_channels = c.out;
-      s.kernel = c.k;
-      s.stride = c.stride;
-      s.padding = c.pad;
-      s.height = c.h;
-      s.width = c.w;
-      s.bias = c.bias;
-      s.impl = nn::ConvImpl::vendor;
+      const nn::Conv2dSpec s = c.spec(nn::ConvImpl::vendor);
       nn::ParameterStore native_store, emulated_store;
       nn::Autocast native, emulated;
       native.mode = emulated.mode = Precision::bf16;
