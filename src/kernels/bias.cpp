@@ -3,6 +3,7 @@
 #include "trellis/core/host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/kernels/activation.hpp"
+#include "epilogue_functions.hpp"
 
 #include <algorithm>
 
@@ -37,21 +38,8 @@ void host_column_sum(const float* __restrict dy, float* __restrict grad, Index r
   }
 }
 
-// The epilogue's f(v) and dy * f'(s), s the saved pre-activation (or, for relu, the output).
-template <Activation F>
-KOKKOS_INLINE_FUNCTION float activate(float v) {
-  if constexpr (F == Activation::relu) return v > 0.0f ? v : 0.0f;
-  if constexpr (F == Activation::gelu) return gelu(v);
-  if constexpr (F == Activation::gelu_tanh) return gelu_tanh(v);
-  return v;
-}
-template <Activation F>
-KOKKOS_INLINE_FUNCTION float activation_backward(float saved, float dy) {
-  if constexpr (F == Activation::relu) return saved > 0.0f ? dy : 0.0f;
-  if constexpr (F == Activation::gelu) return dy * gelu_grad(saved);
-  if constexpr (F == Activation::gelu_tanh) return dy * gelu_tanh_grad(saved);
-  return dy;
-}
+using epilogue::activate;
+using epilogue::activation_backward;
 
 // Host bodies, inlined into one cloned function per activation (target_clones does not take
 // templates); forced, since a body compiled out of line would get the baseline ISA only.

@@ -73,10 +73,10 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
               InitSpec::normal(init.std), spec.linear_bias_init(), Split::column, tp,
               spec.kv_heads() == spec.n_head ? 3 : 1,
               // Its input (a norm's output) may be recomputed, and then its copy too.
-              BufferRole::saved, BufferRole::cheap),
+              LinearBuffers{BufferRole::saved, BufferRole::cheap}),
       c_proj_(store, name + ".c_proj", spec.d_model, spec.d_model, capacity_rows,
               InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp, 1,
-              partial_output_role(tp)),
+              LinearBuffers{partial_output_role(tp)}),
       d_(spec.d_model / tp.size()),
       n_head_(spec.n_head / tp.size()),
       layout_{spec.n_head / tp.size(), spec.kv_heads() / tp.size(), spec.d_model / spec.n_head},

@@ -87,6 +87,18 @@ kernels::GemmOperand AutocastOperand::round(const ConstMatrix& m) {
   return last_ = kernels::GemmOperand::of(ConstMatrix(buffer_.data(), m.extent(0), m.extent(1)));
 }
 
+kernels::HalfVector AutocastOperand::half_words(std::size_t count) const {
+  TRELLIS_REQUIRE(half_.size() > 0 && count <= half_.extent(0),
+                  "AutocastOperand: " + std::to_string(count) + " 16-bit words of " +
+                      std::to_string(half_.extent(0)) + " (native 16-bit storage only)");
+  return kernels::HalfVector(half_.data(), count);
+}
+
+const kernels::GemmOperand& AutocastOperand::written(std::size_t rows, std::size_t cols) {
+  half_words(rows * cols);  // checks
+  return last_ = kernels::GemmOperand::half(half_.data(), mode_, rows, cols);
+}
+
 ConstMatrix AutocastOperand::round_matrix(const ConstMatrix& m) {
   round(m);
   return last_matrix();

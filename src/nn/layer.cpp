@@ -53,7 +53,10 @@ void Layer::share_input_grad_of(const Layer& inner) {
   input_grad_ = inner.input_grad_;
 }
 
-ConstMatrix Layer::output() const { return as_matrix(output_, capacity_, out_features_); }
+ConstMatrix Layer::output() const {
+  if (output_.size() == 0) return {};  // kept in 16 bits by the layer itself
+  return as_matrix(output_, capacity_, out_features_);
+}
 
 ConstMatrix Layer::input_grad() const {
   if (input_grad_.size() == 0) return {};  // an inference-only layer
@@ -63,6 +66,18 @@ ConstMatrix Layer::input_grad() const {
 Matrix Layer::output_rows(int n) const { return as_matrix(output_, n, out_features_); }
 
 Matrix Layer::input_grad_rows(int n) const { return as_matrix(input_grad_, n, in_features_); }
+
+void Layer::begin_forward_rows(int n) {
+  if (n < 0 || n > capacity_) {
+    throw Error("layer \"" + name_ + "\": forward of " + std::to_string(n) + " rows, capacity is " +
+                std::to_string(capacity_));
+  }
+  TRELLIS_REQUIRE(observer_ == nullptr,
+                  "layer \"" + name_ + "\": an input observer sees fp32 inputs only");
+  saved_input_ = ConstMatrix();
+  forward_rows_ = n;
+  has_forward_ = true;
+}
 
 ConstMatrix Layer::begin_forward(const ConstMatrix& input, int n) {
   if (n < 0 || n > capacity_) {
@@ -76,16 +91,17 @@ ConstMatrix Layer::begin_forward(const ConstMatrix& input, int n) {
                 " features");
   }
   saved_input_ = kernels::first_rows(input, n);
+  forward_rows_ = n;
   has_forward_ = true;
   if (observer_ != nullptr) observer_->observe(saved_input_);
   return saved_input_;
 }
 
 ConstMatrix Layer::begin_backward(const ConstMatrix& output_grad, int n) const {
-  if (!has_forward_ || static_cast<std::size_t>(n) != saved_input_.extent(0)) {
+  if (!has_forward_ || n != forward_rows_) {
     throw Error("layer \"" + name_ + "\": backward of " + std::to_string(n) +
                 " rows does not follow a forward of the same rows" +
-                (has_forward_ ? " (last forward: " + std::to_string(saved_input_.extent(0)) + ")"
+                (has_forward_ ? " (last forward: " + std::to_string(forward_rows_) + ")"
                               : std::string(" (no forward yet)")));
   }
   if (output_grad.extent(1) != static_cast<std::size_t>(out_features_) ||

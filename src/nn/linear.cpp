@@ -2,9 +2,11 @@
 
 #include "trellis/core/error.hpp"
 #include "trellis/kernels/bias.hpp"
+#include "trellis/kernels/bias_activation_half.hpp"
 #include "trellis/kernels/gemm.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace trellis::nn {
@@ -46,18 +48,26 @@ int local_extent(const std::string& name, const char* what, int extent, Split sp
   return extent / tp.size();
 }
 
+// Whether a 16-bit buffer asked for in LinearBuffers is used: with native kernels only.
+bool native_half(const ParameterStore& store, bool asked) {
+  return asked && store.autocast().active() && store.autocast().native;
+}
+
 }  // namespace
 
 Linear::Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
                int capacity, const InitSpec& weight_init, const std::optional<InitSpec>& bias_init,
-               Split split, TensorParallel tp, int sections, BufferRole output_role,
-               BufferRole input_copy_role)
+               Split split, TensorParallel tp, int sections, const LinearBuffers& buffers)
     : Layer(name, local_extent(name, "in_features", in_features, split, Split::row, tp),
             local_extent(name, "out_features", out_features, split, Split::column, tp), capacity,
-            OwnBuffers{true, true, output_role}),
+            OwnBuffers{!native_half(store, buffers.half_output), true, buffers.output}),
       store_(&store),
       split_(tp.active() ? split : Split::none),
-      tp_(tp) {
+      tp_(tp),
+      half_output_(native_half(store, buffers.half_output)),
+      half_input_(native_half(store, buffers.half_input)) {
+  TRELLIS_REQUIRE(!(half_output_ && split_ == Split::row),
+                  "linear \"" + name + "\": a row-parallel Linear keeps an fp32 output");
   const Shape w_shape{out_features, in_features};
   // The output rows' shard: column-parallel splits W's rows and b; otherwise b is whole.
   const ShardSpec rows =
@@ -72,8 +82,14 @@ Linear::Linear(ParameterStore& store, const std::string& name, int in_features, 
     db_discard_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".db_discard", out);
   }
   const auto cap = static_cast<std::size_t>(capacity);
-  x16_ = AutocastOperand(store.autocast(), name + ".x16",
-                         cap * static_cast<std::size_t>(this->in_features()), input_copy_role);
+  const std::size_t out_size = cap * static_cast<std::size_t>(this->out_features());
+  if (half_output_) {
+    y16_ = layer_half_buffer(buffers.output, "trellis::nn::" + name + ".output16", out_size);
+    gemm_out_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".gemm_out", out_size);
+  }
+  if (!half_input_)
+    x16_ = AutocastOperand(store.autocast(), name + ".x16",
+                           cap * static_cast<std::size_t>(this->in_features()), buffers.input_copy);
   dz16_ =
       AutocastOperand(store.autocast(), name + ".dz16",
                       cap * static_cast<std::size_t>(this->out_features()), BufferRole::scratch);
@@ -82,6 +98,12 @@ Linear::Linear(ParameterStore& store, const std::string& name, int in_features, 
 void Linear::fuse_activation(kernels::Activation f) {
   activation_ = f;
   const auto size = static_cast<std::size_t>(capacity()) * static_cast<std::size_t>(out_features());
+  if (half_output_) {  // z16 kept where backward needs z; dz goes straight into dz16
+    if (kernels::keeps_pre_activation(f))
+      z16_ = layer_half_buffer(BufferRole::saved, "trellis::nn::" + name() + ".pre_activation16",
+                               size);
+    return;
+  }
   pre_activation_ =
       kernels::keeps_pre_activation(f)
           ? layer_buffer(BufferRole::saved, "trellis::nn::" + name() + ".pre_activation", size)
@@ -92,11 +114,42 @@ void Linear::fuse_activation(kernels::Activation f) {
 }
 
 void Linear::forward(ConstMatrix input, int n, const StepContext&) {
+  TRELLIS_REQUIRE(!half_input_, "linear \"" + name() + "\": takes a 16-bit input (forward_half)");
   // Parameters first: a store that is not finalized throws before the call is recorded.
-  const kernels::GemmOperand w = store_->compute_operand(weight_);     // [out, in]
-  const kernels::ConstVector b = bias_vector();                        // [out]
-  const kernels::GemmOperand x = x16_.round(begin_forward(input, n));  // [n, in]
-  const Matrix y = output_rows(n);                                     // [n, out]
+  store_->compute_operand(weight_);
+  forward_from(x16_.round(begin_forward(input, n)), n);  // x [n, in]
+}
+
+void Linear::forward_half(const kernels::GemmOperand& input, int n, const StepContext&) {
+  TRELLIS_REQUIRE(half_input_, "linear \"" + name() + "\": takes an fp32 input (forward)");
+  const Precision format = store_->autocast().mode;
+  if (!input.is_half() || input.format != format ||
+      input.cols != static_cast<std::size_t>(in_features()) ||
+      input.rows < static_cast<std::size_t>(std::max(n, 0)))
+    throw Error("layer \"" + name() + "\": forward_half input [" + std::to_string(input.rows) +
+                ", " + std::to_string(input.cols) + "] " +
+                (input.is_half() ? precision_name(input.format) : "fp32") + " for " +
+                std::to_string(n) + " rows of " + std::to_string(in_features()) + " " +
+                precision_name(format) + " features");
+  store_->compute_operand(weight_);
+  begin_forward_rows(n);
+  half_x_ = input.first_rows(static_cast<std::size_t>(n));
+  forward_from(half_x_, n);
+}
+
+void Linear::forward_from(const kernels::GemmOperand& x, int n) {
+  const kernels::GemmOperand w = store_->compute_operand(weight_);  // [out, in]
+  const kernels::ConstVector b = bias_vector();                     // [out]
+  if (half_output_) {
+    const Matrix z = as_matrix(gemm_out_, n, out_features());  // [n, out] fp32, scratch
+    kernels::gemm(false, true, x, w, 0.0f, z);
+    const std::size_t words = static_cast<std::size_t>(n) * out_features();
+    kernels::bias_activation_forward_half(store_->autocast().mode, z, b, activation_,
+                                          kernels::HalfVector(z16_.data(), z16_.size() ? words : 0),
+                                          kernels::HalfVector(y16_.data(), words));
+    return;
+  }
+  const Matrix y = output_rows(n);  // [n, out]
   // z [n, out]: the pre-activation, kept apart from y only where backward needs it (GELU).
   const Matrix z = pre_activation_.size() > 0 ? as_matrix(pre_activation_, n, out_features()) : y;
   kernels::gemm(false, true, x, w, 0.0f, z);
@@ -111,8 +164,19 @@ void Linear::forward(ConstMatrix input, int n, const StepContext&) {
 }
 
 void Linear::backward(ConstMatrix output_grad, int n) {
-  const kernels::GemmOperand x = x16_.last();       // [n, in] as forward's GEMM read it
+  // [n, in] as forward's GEMM read it
+  const kernels::GemmOperand x = half_input_ ? half_x_ : x16_.last();
   ConstMatrix dz = begin_backward(output_grad, n);  // [n, out]: dy, or dy * f'(z)
+  if (half_output_) {
+    // dz16 = dy * f'(z16 or y16), and db from the fp32 dz, in one pass.
+    const std::size_t words = static_cast<std::size_t>(n) * out_features();
+    const kernels::HalfView& saved16 = kernels::keeps_pre_activation(activation_) ? z16_ : y16_;
+    kernels::bias_activation_backward_half(
+        store_->autocast().mode, kernels::ConstHalfVector(saved16.data(), words), dz, activation_,
+        dz16_.half_words(words), bias_ ? store_->grad_vector(*bias_) : kernels::Vector(db_discard_));
+    backward_gemms(dz16_.written(n, out_features()), x, n);
+    return;
+  }
   if (activation_ == kernels::Activation::none) {
     // db[out] += sum over rows of dy
     if (bias_) kernels::column_sum_accumulate(dz, store_->grad_vector(*bias_));
@@ -126,7 +190,11 @@ void Linear::backward(ConstMatrix output_grad, int n) {
         bias_ ? store_->grad_vector(*bias_) : kernels::Vector(db_discard_));
     dz = dzm;
   }
-  const kernels::GemmOperand dz_op = dz16_.round(dz);
+  backward_gemms(dz16_.round(dz), x, n);
+}
+
+void Linear::backward_gemms(const kernels::GemmOperand& dz_op, const kernels::GemmOperand& x,
+                            int n) {
   // dW[out, in] += dz^T[out, n] x[n, in]
   kernels::gemm(true, false, dz_op, x, 1.0f, store_->grad_matrix(weight_));
   if (!input_grad_needed()) return;
@@ -139,7 +207,9 @@ void Linear::backward(ConstMatrix output_grad, int n) {
   round_in_place(store_->autocast(), dx);
 }
 
-void Linear::recompute_input_copy() { x16_.round(saved_input()); }
+void Linear::recompute_input_copy() {
+  if (!half_input_) x16_.round(saved_input());  // a 16-bit input is its producer's to redo
+}
 
 void Linear::allow_recompute_activation() {
   TRELLIS_REQUIRE(kernels::keeps_pre_activation(activation_),
@@ -153,11 +223,25 @@ void Linear::recompute_activation(int n) {
   TRELLIS_REQUIRE(minus_zero_.size() > 0 && n <= capacity(), "linear \"" + name() +
                                                                  "\": recompute_activation without "
                                                                  "allow_recompute_activation()");
+  if (half_output_) {
+    const std::size_t words = static_cast<std::size_t>(n) * out_features();
+    kernels::activation_forward_half(store_->autocast().mode,
+                                     kernels::ConstHalfVector(z16_.data(), words), activation_,
+                                     kernels::HalfVector(y16_.data(), words));
+    return;
+  }
   // The epilogue again on z, which already holds its bias: adding -0.0 leaves every z as it is.
   const Matrix y = output_rows(n);
   kernels::bias_activation_forward(as_matrix(pre_activation_, n, out_features()), minus_zero_,
                                    activation_, y);
   round_in_place(store_->autocast(), y);
+}
+
+kernels::GemmOperand Linear::output_half() const {
+  TRELLIS_REQUIRE(half_output_, "linear \"" + name() + "\": its output is fp32 (output())");
+  return kernels::GemmOperand::half(y16_.data(), store_->autocast().mode,
+                                    static_cast<std::size_t>(capacity()),
+                                    static_cast<std::size_t>(out_features()));
 }
 
 kernels::ConstVector Linear::bias_vector() const {

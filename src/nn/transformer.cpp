@@ -41,11 +41,15 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, const B
             InitSpec::normal(init.std), spec.linear_bias_init(), Split::column, tp,
             spec.mlp == MlpKind::swiglu ? 2 : 1,
             // GELU's output is recomputable from its kept pre-activation; SwiGLU's gate and up
-            // are what its backward reads. The input copy: of ln_2's output, recomputed.
-            spec.mlp == MlpKind::swiglu ? BufferRole::saved : BufferRole::cheap, BufferRole::cheap),
+            // are what its backward reads. The input copy: of ln_2's output, recomputed. With
+            // native 16-bit kernels GELU's output is 16-bit, c_proj's input as it is.
+            LinearBuffers{spec.mlp == MlpKind::swiglu ? BufferRole::saved : BufferRole::cheap,
+                          BufferRole::cheap, spec.mlp != MlpKind::swiglu}),
       c_proj_(store, name + ".c_proj", spec.ff_width(), spec.d_model, capacity_rows,
               InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp, 1,
-              partial_output_role(tp), BufferRole::cheap),  // its input is recomputed
+              // Its input copy is recomputed; or it reads c_fc's 16-bit output.
+              LinearBuffers{partial_output_role(tp), BufferRole::cheap, false,
+                            spec.mlp != MlpKind::swiglu}),
       p_(spec.dropout),
       stream_(stream_from_name(name + ".dropout")),
       recompute_cheap_(spec.recompute_cheap) {
@@ -60,6 +64,8 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, const B
     dgate_up_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".dgate_up",
                              cap * static_cast<std::size_t>(c_fc_.out_features()));
   }
+  TRELLIS_REQUIRE(c_fc_.stores_half_output() == c_proj_.reads_half_input(),
+                  "mlp \"" + name + "\": c_fc's output and c_proj's input differ in format");
   // dx is c_fc's dx, and without dropout y is c_proj's y: no copies per call.
   share_input_grad_of(c_fc_);
   if (spec.dropout == 0.0f) share_output_of(c_proj_);
@@ -82,6 +88,8 @@ void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
     const Matrix g = as_matrix(swiglu_, n, c_proj_.in_features());
     kernels::swiglu_forward(kernels::first_rows(c_fc_.output(), n), g);
     c_proj_.forward(g, n, ctx);
+  } else if (c_proj_.reads_half_input()) {
+    c_proj_.forward_half(c_fc_.output_half(), n, ctx);
   } else {
     c_proj_.forward(c_fc_.output(), n, ctx);
   }

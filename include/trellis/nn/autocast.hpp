@@ -65,7 +65,12 @@ class AutocastOperand {
   kernels::GemmOperand round(const ConstMatrix& m);
   // The same for an emulated_only operand, as a matrix (Error for a 16-bit buffer).
   ConstMatrix round_matrix(const ConstMatrix& m);
-  // What the last round() / round_matrix() returned.
+  // A kernel that rounds into the 16-bit buffer itself (kernels/bias_activation_half.hpp)
+  // writes the first rows * cols words of half_words(), then written() makes them last().
+  // Native storage only (Error otherwise).
+  kernels::HalfVector half_words(std::size_t count) const;
+  const kernels::GemmOperand& written(std::size_t rows, std::size_t cols);
+  // What the last round() / round_matrix() / written() returned.
   const kernels::GemmOperand& last() const { return last_; }
   ConstMatrix last_matrix() const;
 

@@ -64,7 +64,8 @@ class Layer {
   int out_features() const { return out_features_; }
   int capacity() const { return capacity_; }
 
-  ConstMatrix output() const;      // [capacity, out_features]
+  ConstMatrix output() const;      // [capacity, out_features]; empty where the layer keeps its
+                                   // output in 16 bits (nn/linear.hpp: output_half)
   ConstMatrix input_grad() const;  // [capacity, in_features]
 
   // Whether backward must write input_grad() (default true). A model switches it off for its
@@ -99,6 +100,9 @@ class Layer {
 
   // Checks a forward call, remembers its input for backward, returns rows [0, n) of input.
   ConstMatrix begin_forward(const ConstMatrix& input, int n);
+  // The same for an input that is not an fp32 matrix (a Linear reading 16-bit words): checks
+  // n and remembers it; saved_input() is then empty.
+  void begin_forward_rows(int n);
   // Checks a backward call against the last forward, returns rows [0, n) of output_grad.
   ConstMatrix begin_backward(const ConstMatrix& output_grad, int n) const;
 
@@ -118,6 +122,7 @@ class Layer {
   FloatView output_;         // [capacity * out_features]
   FloatView input_grad_;     // [capacity * in_features]
   ConstMatrix saved_input_;  // [n, in_features] window onto the caller's input (not owned)
+  int forward_rows_ = 0;     // n of the last forward
   bool has_forward_ = false;
   bool input_grad_needed_ = true;
   InputObserver* observer_ = nullptr;

@@ -17,6 +17,14 @@
 // Mixed precision (autocast.hpp, from the store): x and dz are rounded into the layer's own
 // operand buffers x16 [cap, in] and dz16 [cap, out] (kept between forward and backward), the
 // GEMMs read W's rounded compute copy, and y and dx are rounded in place; db and dW stay fp32.
+// With native 16-bit kernels a Linear can also keep its output in 16 bits and take a 16-bit
+// input (LinearBuffers::half_output / half_input), as two Linears in a row do under PyTorch's
+// autocast (nn/transformer.hpp's MLP): then
+//   forward   z = x W^T into an fp32 scratch gemm_out [cap, out] (shared between blocks), the
+//             16-bit epilogue (kernels/bias_activation_half.hpp) writes y16 [cap, out] and,
+//             for GELU, z16 [cap, out]: half the bytes of y and z, and no fp32 dz buffer
+//   backward  dz16 straight from the epilogue's backward; db from the fp32 dz
+//   input     the 16-bit x [n, in] is the GEMMs' operand as it is: no x16 copy.
 //
 // set_input_grad_needed(false) (Layer): for the first layer of a model, whose input is data:
 // backward leaves dx (one of its three GEMMs) out, and input_grad() must not be read.
@@ -51,6 +59,21 @@ enum class LinearInit {
 // "kaiming" | "xavier"; anything else throws ConfigError.
 LinearInit parse_linear_init(const std::string& name);
 
+// How a Linear keeps its buffers (roles: nn/buffer_pool.hpp).
+struct LinearBuffers {
+  // cheap: the output of a fused GELU, recomputable from the kept pre-activation
+  // (Linear::recompute_activation).
+  BufferRole output = BufferRole::saved;
+  // cheap: the input's autocast copy, when the input itself is recomputed
+  // (Linear::recompute_input_copy).
+  BufferRole input_copy = BufferRole::saved;
+  // With native 16-bit autocast only (ignored otherwise: fp32 buffers as always). half_output:
+  // output() is empty and output_half() holds y; not for a row-parallel Linear. half_input:
+  // forward_half() takes the input, forward() refuses.
+  bool half_output = false;
+  bool half_input = false;
+};
+
 class Linear : public Layer {
  public:
   // Registers "<name>.weight" and "<name>.bias" in `store` (before store.finalize()); the store
@@ -60,16 +83,15 @@ class Linear : public Layer {
          TensorParallel tp = {});
   // The same with explicit initialisations (e.g. GPT-2's normal(0.02) weights, zero bias);
   // bias_init std::nullopt: no bias (Llama's projections), y = x W^T.
-  // output_role cheap: the output of a fused GELU, recomputable from the kept pre-activation
-  // (recompute_activation); input_copy_role cheap: the input's autocast copy, when the input
-  // itself is recomputed (recompute_input_copy). See nn/buffer_pool.hpp.
   Linear(ParameterStore& store, const std::string& name, int in_features, int out_features,
          int capacity, const InitSpec& weight_init, const std::optional<InitSpec>& bias_init,
          Split split = Split::none, TensorParallel tp = {}, int sections = 1,
-         BufferRole output_role = BufferRole::saved,
-         BufferRole input_copy_role = BufferRole::saved);
+         const LinearBuffers& buffers = {});
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
+  // input: [>= n, in] 16-bit words of the autocast's format (another Linear's output_half()),
+  // left unchanged until backward. For a Linear built with half_input (reads_half_input()).
+  void forward_half(const kernels::GemmOperand& input, int n, const StepContext& ctx);
   void backward(ConstMatrix output_grad, int n) override;
   // 2*in*out forward, 4*in*out backward (dW and dx GEMMs) on this rank's sizes; bias ignored.
   std::int64_t flops_per_sample() const override;
@@ -86,6 +108,12 @@ class Linear : public Layer {
   // The autocast copy of the last forward's input again, after that input was recomputed in
   // place (selective recomputation); nothing without autocast.
   void recompute_input_copy();
+
+  // Whether the 16-bit buffers of LinearBuffers are in use (native autocast).
+  bool stores_half_output() const { return half_output_; }
+  bool reads_half_input() const { return half_input_; }
+  // [capacity, out] 16-bit words of y, stores_half_output() only.
+  kernels::GemmOperand output_half() const;
 
   std::size_t weight_index() const { return weight_; }
   std::optional<std::size_t> bias_index() const { return bias_; }  // none: no bias
@@ -110,8 +138,17 @@ class Linear : public Layer {
   kernels::Activation activation_ = kernels::Activation::none;
   FloatView pre_activation_;  // [cap * out] z = x W^T + b, gelu only
   FloatView dz_;              // [cap * out] dy * f'(z), with an activation only
-  AutocastOperand x16_;       // [cap * in] x rounded, autocast only
+  AutocastOperand x16_;       // [cap * in] x rounded, autocast with an fp32 input only
   AutocastOperand dz16_;      // [cap * out] dz rounded, autocast only
+  bool half_output_ = false, half_input_ = false;  // LinearBuffers, where native
+  kernels::HalfView y16_;                          // [cap * out] y, half_output
+  kernels::HalfView z16_;                          // [cap * out] z, half_output with GELU
+  FloatView gemm_out_;                             // [cap * out] scratch, half_output
+  kernels::GemmOperand half_x_;                    // [n, in] the last forward_half's input
+
+  void forward_from(const kernels::GemmOperand& x, int n);  // the GEMM and the epilogue
+  // dW += dz^T x, and dx = dz W where wanted (tp-reduced, rounded).
+  void backward_gemms(const kernels::GemmOperand& dz, const kernels::GemmOperand& x, int n);
 };
 
 }  // namespace trellis::nn

@@ -20,7 +20,10 @@
 //       row ctx.first_sample (a token row index)
 // backward: dz = dropout(dy); c_proj, c_fc (+ gelu) backward; dx = c_fc's input grad.
 // Buffers: input_grad() IS c_fc's input gradient and, with dropout 0, output() IS c_proj's
-// output (Layer::share_*_of), so no per-call copies.
+// output (Layer::share_*_of), so no per-call copies. With native 16-bit autocast the GELU MLP
+// keeps u and g in 16 bits and c_proj reads g as it is (LinearBuffers, nn/linear.hpp), as
+// PyTorch's autocast does: half the bytes of the block's largest activations, no rounded copy
+// of g. SwiGLU's gate, up and product stay fp32 for now.
 //
 // Block (norms: LayerNorm or RMSNorm, BlockSpec::norm, eps norm_eps):
 //   x [n, d]
