@@ -5,6 +5,7 @@
 #include "trellis/kernels/attention/cached_attention.hpp"
 #include "trellis/kernels/attention/flash_attention.hpp"
 #include "trellis/kernels/attention/rope.hpp"
+#include "trellis/kernels/precision_cast.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 #include "trellis/nn/buffer_pool.hpp"
 
@@ -53,6 +54,16 @@ int checked_d_model(const std::string& name, const BlockSpec& spec, int capacity
   return d_model;
 }
 
+// Whether the attention keeps 16-bit copies for backward (native autocast).
+bool keeps_half(const ParameterStore& store) {
+  return store.autocast().active() && store.autocast().native;
+}
+
+// The words of `words` that hold m's elements.
+kernels::HalfVector half_rows(const kernels::HalfView& words, const ConstMatrix& m) {
+  return kernels::HalfVector(words.data(), m.extent(0) * m.extent(1));
+}
+
 FloatView buffer(BufferRole role, const std::string& layer, const char* what, std::size_t size) {
   return layer_buffer(role, "trellis::nn::" + layer + "." + what, size);
 }
@@ -63,20 +74,24 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
                                          const BlockSpec& spec, int capacity_rows,
                                          const TransformerInit& init, TensorParallel tp)
     : Layer(name, checked_d_model(name, spec, capacity_rows, tp), spec.d_model, capacity_rows,
-            // Its input gradient is c_attn's, and without dropout its output c_proj's. Under
-            // sequence parallelism the block reduce-scatters the output at once: scratch.
-            OwnBuffers{spec.dropout > 0.0f, false, partial_output_role(tp)}),
+            // Its input gradient is c_attn's, and without dropout its output c_proj's. The
+            // output is read once, by the block's residual add (or reduce-scatter) right after,
+            // and never by backward: transient.
+            OwnBuffers{spec.dropout > 0.0f, false, BufferRole::transient}),
       // Heads split over tp. Multi-head: c_attn's q, k and v blocks each give this rank its
       // heads' rows (3 sections); grouped: its whole kv groups, one equal piece.
       c_attn_(store, name + ".c_attn", spec.d_model,
               (spec.n_head + 2 * spec.kv_heads()) * (spec.d_model / spec.n_head), capacity_rows,
               InitSpec::normal(init.std), spec.linear_bias_init(), Split::column, tp,
               spec.kv_heads() == spec.n_head ? 3 : 1,
-              // Its input (a norm's output) may be recomputed, and then its copy too.
-              LinearBuffers{BufferRole::saved, BufferRole::cheap}),
+              // Its input (a norm's output) may be recomputed, and then its copy too. Its
+              // output is transient where backward reads the 16-bit copy instead.
+              LinearBuffers{keeps_half(store) ? BufferRole::transient : BufferRole::saved,
+                            BufferRole::cheap}),
       c_proj_(store, name + ".c_proj", spec.d_model, spec.d_model, capacity_rows,
               InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp, 1,
-              LinearBuffers{partial_output_role(tp)}),
+              // Its output: see above; its input: yr16 where kept.
+              LinearBuffers{BufferRole::transient, BufferRole::saved, false, true}),
       d_(spec.d_model / tp.size()),
       n_head_(spec.n_head / tp.size()),
       layout_{spec.n_head / tp.size(), spec.kv_heads() / tp.size(), spec.d_model / spec.n_head},
@@ -91,7 +106,16 @@ CausalSelfAttention::CausalSelfAttention(ParameterStore& store, const std::strin
   const auto cap = static_cast<std::size_t>(capacity_rows);
   const auto rows_d = cap * static_cast<std::size_t>(d_);  // this rank's heads
   const auto per_head_row = cap * static_cast<std::size_t>(n_head_);
-  yr_ = buffer(BufferRole::saved, name, "yr", rows_d);
+  half_saved_ = keeps_half(store);
+  autocast_ = store.autocast();
+  yr_ = buffer(half_saved_ ? BufferRole::transient : BufferRole::saved, name, "yr", rows_d);
+  if (half_saved_) {
+    qkv16_ = layer_half_buffer(BufferRole::saved, "trellis::nn::" + name + ".qkv16",
+                               cap * static_cast<std::size_t>(layout_.width()));
+    yr16_ = layer_half_buffer(BufferRole::saved, "trellis::nn::" + name + ".yr16", rows_d);
+  }
+  TRELLIS_REQUIRE(half_saved_ == c_proj_.reads_half_input(),
+                  "attention \"" + name + "\": yr and c_proj's input differ in format");
   lse_ = buffer(BufferRole::saved, name, "lse", per_head_row);
   delta_ = buffer(BufferRole::scratch, name, "delta", per_head_row);
   dz_ = buffer(BufferRole::scratch, name, "dz", cap * static_cast<std::size_t>(spec.d_model));
@@ -132,11 +156,19 @@ void CausalSelfAttention::forward(ConstMatrix input, int n, const StepContext& c
     // (c_attn's backward needs its input, not its output), so no second [n, width] buffer.
     const Matrix turned(const_cast<float*>(qkv.data()), qkv.extent(0), qkv.extent(1));
     kernels::rope_forward(turned, layout_, seq_len_, 0, rope_->cos, rope_->sin);
+    // The flash kernels read what backward will: the 16-bit values.
+    if (half_saved_) round_in_place(autocast_, turned);
   }
+  const Precision format = autocast_.mode;
+  if (half_saved_) kernels::to_half(format, kernels::flat(qkv), half_rows(qkv16_, qkv));
   const Matrix yr = as_matrix(yr_, n, d_);  // [n, d]
   kernels::flash_attention_forward(qkv, shape(), yr, lse_rows(n), active_attn_mask());
-
-  c_proj_.forward(yr, n, ctx);
+  if (half_saved_) {
+    kernels::to_half(format, kernels::flat(yr), half_rows(yr16_, yr));
+    c_proj_.forward_half(kernels::GemmOperand::half(yr16_.data(), format, n, d_), n, ctx);
+  } else {
+    c_proj_.forward(yr, n, ctx);
+  }
   const ConstMatrix z = kernels::first_rows(c_proj_.output(), n);
   if (dropout_active_) {
     kernels::dropout_apply(z, output_rows(n), resid_mask_);
@@ -156,6 +188,13 @@ void CausalSelfAttention::backward(ConstMatrix output_grad, int n) {
   c_proj_.backward(dz, n);
   const ConstMatrix dyr = kernels::first_rows(c_proj_.input_grad(), n);  // [n, d]
   const ConstMatrix qkv = kernels::first_rows(c_attn_.output(), n);
+  if (half_saved_) {  // the transient fp32 qkv and yr again, from the 16-bit copies
+    const Precision format = autocast_.mode;
+    const Matrix qkv_rows(const_cast<float*>(qkv.data()), qkv.extent(0), qkv.extent(1));
+    kernels::from_half(format, half_rows(qkv16_, qkv), kernels::flat(qkv_rows));
+    const Matrix yr = as_matrix(yr_, n, d_);
+    kernels::from_half(format, half_rows(yr16_, yr), kernels::flat(yr));
+  }
   const Matrix dqkv = as_matrix(dqkv_, n, static_cast<int>(layout_.width()));
   kernels::flash_attention_backward(qkv, as_matrix(yr_, n, d_), dyr, lse_rows(n), shape(),
                                     kernels::Vector(delta_.data(), lse_rows(n).extent(0)), dqkv,
@@ -196,7 +235,13 @@ void CausalSelfAttention::forward_cached(ConstMatrix x, int rows, int first_posi
   kernels::append_kv_cache(qkv, layout_, first_position, k, v);
   const Matrix yr = as_matrix(yr_, rows, d_);
   kernels::cached_attention(qkv, layout_, k, v, first_position, yr);
-  c_proj_.forward(yr, rows, eval);
+  if (half_saved_) {
+    kernels::to_half(autocast_.mode, kernels::flat(yr), half_rows(yr16_, yr));
+    c_proj_.forward_half(kernels::GemmOperand::half(yr16_.data(), autocast_.mode, rows, d_), rows,
+                         eval);
+  } else {
+    c_proj_.forward(yr, rows, eval);
+  }
   if (p_ > 0.0f)
     kernels::copy(kernels::flat(kernels::first_rows(c_proj_.output(), rows)),
                   kernels::flat(output_rows(rows)));

@@ -40,6 +40,7 @@ BlockStack::BlockStack(const std::string& name, RecomputeSpec spec, int capacity
                                                     std::to_string(pos) + "."));
   if (spec_.mode == Recompute::selective)
     cheap_ = std::make_unique<BufferPool>("trellis::recompute::" + name + ".cheap.");
+  transient_ = std::make_unique<BufferPool>("trellis::scratch::" + name + ".transient.");
 }
 
 SharedBufferScope BlockStack::building(std::size_t i) {
@@ -50,7 +51,7 @@ SharedBufferScope BlockStack::building(std::size_t i) {
   }
   BufferPool* saved =
       recomputes() ? saved_[i % static_cast<std::size_t>(spec_.every)].get() : nullptr;
-  return SharedBufferScope(saved, scratch_[i % 2].get(), cheap_.get());
+  return SharedBufferScope(saved, scratch_[i % 2].get(), cheap_.get(), transient_.get());
 }
 
 void BlockStack::add(Layer& block) {

@@ -58,8 +58,13 @@ std::int64_t BufferPool::bytes() const {
   return total;
 }
 
-SharedBufferScope::SharedBufferScope(BufferPool* saved, BufferPool* scratch, BufferPool* cheap)
-    : saved_(saved), scratch_(scratch), cheap_(cheap), previous_(current_scope) {
+SharedBufferScope::SharedBufferScope(BufferPool* saved, BufferPool* scratch, BufferPool* cheap,
+                                     BufferPool* transient)
+    : saved_(saved),
+      scratch_(scratch),
+      cheap_(cheap),
+      transient_(transient),
+      previous_(current_scope) {
   current_scope = this;
 }
 
@@ -71,6 +76,8 @@ BufferPool* SharedBufferScope::pool(BufferRole role) const {
       return scratch_;
     case BufferRole::cheap:
       return cheap_ != nullptr ? cheap_ : saved_;
+    case BufferRole::transient:
+      return transient_ != nullptr ? transient_ : scratch_;
     case BufferRole::own:
       break;
   }
@@ -79,6 +86,8 @@ BufferPool* SharedBufferScope::pool(BufferRole role) const {
 
 std::size_t& SharedBufferScope::next(BufferRole role) {
   if (role == BufferRole::cheap && cheap_ != nullptr) return cheap_next_;
+  if (role == BufferRole::transient && transient_ != nullptr) return transient_next_;
+  if (role == BufferRole::transient) return scratch_next_;
   return role == BufferRole::scratch ? scratch_next_ : saved_next_;
 }
 

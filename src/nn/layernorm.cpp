@@ -19,9 +19,8 @@ const char* norm_kind_name(NormKind kind) {
 }
 
 LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int d, int capacity_rows,
-                     float eps, NormKind kind)
-    // The output is recomputable from the kept input and statistics (selective recomputation).
-    : Layer(name, d, d, capacity_rows, OwnBuffers{true, true, BufferRole::cheap}),
+                     float eps, NormKind kind, BufferRole output_role)
+    : Layer(name, d, d, capacity_rows, OwnBuffers{true, true, output_role}),
       store_(&store),
       kind_(kind),
       eps_(eps) {

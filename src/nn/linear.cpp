@@ -85,7 +85,7 @@ Linear::Linear(ParameterStore& store, const std::string& name, int in_features, 
   const std::size_t out_size = cap * static_cast<std::size_t>(this->out_features());
   if (half_output_) {
     y16_ = layer_half_buffer(buffers.output, "trellis::nn::" + name + ".output16", out_size);
-    gemm_out_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".gemm_out", out_size);
+    gemm_out_ = layer_buffer(BufferRole::transient, "trellis::nn::" + name + ".gemm_out", out_size);
   }
   if (!half_input_)
     x16_ = AutocastOperand(store.autocast(), name + ".x16",

@@ -22,6 +22,17 @@ int checked_dropout_d(const std::string& name, int d_model, float dropout) {
   return d_model;
 }
 
+// The role of a norm's output (ln_1's, ln_2's). Under autocast the Linear it feeds keeps its
+// own rounded copy for backward (and recomputes that copy after the norm is recomputed), so
+// the fp32 output is read by that forward alone (or right after the norm's recomputation):
+// transient. Without autocast the Linear's
+// backward reads the output itself; under sequence parallelism the block gathers it again in
+// backward: kept (cheap: recomputable).
+BufferRole norm_output_role(const ParameterStore& store, const TensorParallel& tp) {
+  return store.autocast().active() && !(tp.sequence && tp.active()) ? BufferRole::transient
+                                                                     : BufferRole::cheap;
+}
+
 // out = a + b over rows [0, n), one pass.
 void add_rows(ConstMatrix a, ConstMatrix b, Matrix out) {
   kernels::add(kernels::flat(a), kernels::flat(b), kernels::flat(out));
@@ -32,8 +43,10 @@ void add_rows(ConstMatrix a, ConstMatrix b, Matrix out) {
 FeedForward::FeedForward(ParameterStore& store, const std::string& name, const BlockSpec& spec,
                          int capacity_rows, const TransformerInit& init, TensorParallel tp)
     : Layer(name, checked_dropout_d(name, spec.d_model, spec.dropout), spec.d_model, capacity_rows,
-            // Its input gradient is c_fc's, and without dropout its output c_proj's.
-            OwnBuffers{spec.dropout > 0.0f, false, partial_output_role(tp)}),
+            // Its input gradient is c_fc's, and without dropout its output c_proj's. The
+            // output is read once, by the block's residual add (or reduce-scatter) right after,
+            // and never by backward: transient.
+            OwnBuffers{spec.dropout > 0.0f, false, BufferRole::transient}),
       kind_(spec.mlp),
       // SwiGLU: [gate; up] in two sections, so each rank's gate and up columns pair up.
       c_fc_(store, name + ".c_fc", spec.d_model,
@@ -42,14 +55,13 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, const B
             spec.mlp == MlpKind::swiglu ? 2 : 1,
             // GELU's output is recomputable from its kept pre-activation; SwiGLU's gate and up
             // are what its backward reads. The input copy: of ln_2's output, recomputed. With
-            // native 16-bit kernels GELU's output is 16-bit, c_proj's input as it is.
+            // native 16-bit kernels the output is 16-bit, and so c_proj's input.
             LinearBuffers{spec.mlp == MlpKind::swiglu ? BufferRole::saved : BufferRole::cheap,
-                          BufferRole::cheap, spec.mlp != MlpKind::swiglu}),
+                          BufferRole::cheap, true}),
       c_proj_(store, name + ".c_proj", spec.ff_width(), spec.d_model, capacity_rows,
               InitSpec::normal(init.proj_std), spec.linear_bias_init(), Split::row, tp, 1,
               // Its input copy is recomputed; or it reads c_fc's 16-bit output.
-              LinearBuffers{partial_output_role(tp), BufferRole::cheap, false,
-                            spec.mlp != MlpKind::swiglu}),
+              LinearBuffers{BufferRole::transient, BufferRole::cheap, false, true}),
       p_(spec.dropout),
       stream_(stream_from_name(name + ".dropout")),
       recompute_cheap_(spec.recompute_cheap) {
@@ -59,8 +71,11 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, const B
                                                  : kernels::Activation::gelu_tanh);
     if (recompute_cheap_) c_fc_.allow_recompute_activation();
   } else {
-    swiglu_ = layer_buffer(BufferRole::cheap, "trellis::nn::" + name + ".swiglu",
-                           cap * static_cast<std::size_t>(c_proj_.in_features()));
+    const std::size_t h_size = cap * static_cast<std::size_t>(c_proj_.in_features());
+    if (c_fc_.stores_half_output())
+      swiglu16_ = layer_half_buffer(BufferRole::cheap, "trellis::nn::" + name + ".swiglu16", h_size);
+    else
+      swiglu_ = layer_buffer(BufferRole::cheap, "trellis::nn::" + name + ".swiglu", h_size);
     dgate_up_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".dgate_up",
                              cap * static_cast<std::size_t>(c_fc_.out_features()));
   }
@@ -85,9 +100,11 @@ void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
   }
   c_fc_.forward(x, n, ctx);
   if (kind_ == MlpKind::swiglu) {
-    const Matrix g = as_matrix(swiglu_, n, c_proj_.in_features());
-    kernels::swiglu_forward(kernels::first_rows(c_fc_.output(), n), g);
-    c_proj_.forward(g, n, ctx);
+    swiglu_forward(n);
+    if (c_proj_.reads_half_input())
+      c_proj_.forward_half(swiglu_half(n), n, ctx);
+    else
+      c_proj_.forward(as_matrix(swiglu_, n, c_proj_.in_features()), n, ctx);
   } else if (c_proj_.reads_half_input()) {
     c_proj_.forward_half(c_fc_.output_half(), n, ctx);
   } else {
@@ -101,10 +118,25 @@ void FeedForward::forward(ConstMatrix input, int n, const StepContext& ctx) {
   }
 }
 
+void FeedForward::swiglu_forward(int n) {
+  if (!c_fc_.stores_half_output())
+    return kernels::swiglu_forward(kernels::first_rows(c_fc_.output(), n),
+                                   as_matrix(swiglu_, n, c_proj_.in_features()));
+  const kernels::GemmOperand gate_up = c_fc_.output_half();
+  kernels::swiglu_forward_half(gate_up.format,
+                               kernels::ConstHalfVector(gate_up.h16, n * gate_up.cols), n,
+                               kernels::HalfVector(swiglu16_.data(), n * swiglu_half(n).cols));
+}
+
+kernels::GemmOperand FeedForward::swiglu_half(int n) const {
+  return kernels::GemmOperand::half(swiglu16_.data(), c_fc_.output_half().format,
+                                    static_cast<std::size_t>(n),
+                                    static_cast<std::size_t>(c_proj_.in_features()));
+}
+
 void FeedForward::recompute_cheap(int n) {
   if (kind_ == MlpKind::swiglu)
-    kernels::swiglu_forward(kernels::first_rows(c_fc_.output(), n),
-                            as_matrix(swiglu_, n, c_proj_.in_features()));
+    swiglu_forward(n);
   else
     c_fc_.recompute_activation(n);
   c_proj_.recompute_input_copy();
@@ -122,8 +154,14 @@ void FeedForward::backward(ConstMatrix output_grad, int n) {
   c_proj_.backward(dz, n);
   if (kind_ == MlpKind::swiglu) {
     const Matrix dgu = as_matrix(dgate_up_, n, c_fc_.out_features());
-    kernels::swiglu_backward(kernels::first_rows(c_fc_.output(), n),
-                             kernels::first_rows(c_proj_.input_grad(), n), dgu);
+    const ConstMatrix dh = kernels::first_rows(c_proj_.input_grad(), n);
+    if (c_fc_.stores_half_output()) {
+      const kernels::GemmOperand gate_up = c_fc_.output_half();
+      kernels::swiglu_backward_half(
+          gate_up.format, kernels::ConstHalfVector(gate_up.h16, n * gate_up.cols), dh, dgu);
+    } else {
+      kernels::swiglu_backward(kernels::first_rows(c_fc_.output(), n), dh, dgu);
+    }
     c_fc_.backward(dgu, n);  // writes this layer's input_grad() (shared)
     return;
   }
@@ -137,9 +175,11 @@ std::int64_t FeedForward::flops_per_sample() const {
 Block::Block(ParameterStore& store, const std::string& name, const BlockSpec& spec,
              int capacity_rows, const TransformerInit& init, TensorParallel tp)
     : Layer(name, spec.d_model, spec.d_model, sequence_rows(name, capacity_rows, tp)),
-      ln_1_(store, name + ".ln_1", spec.d_model, capacity(), spec.norm_eps, spec.norm),
+      ln_1_(store, name + ".ln_1", spec.d_model, capacity(), spec.norm_eps, spec.norm,
+            norm_output_role(store, tp)),
       attn_(store, name + ".attn", spec, capacity_rows, init, tp),
-      ln_2_(store, name + ".ln_2", spec.d_model, capacity(), spec.norm_eps, spec.norm),
+      ln_2_(store, name + ".ln_2", spec.d_model, capacity(), spec.norm_eps, spec.norm,
+            norm_output_role(store, tp)),
       mlp_(store, name + ".mlp", spec, capacity_rows, init, tp),
       recompute_cheap_(spec.recompute_cheap),
       tp_(tp),

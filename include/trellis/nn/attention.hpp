@@ -47,6 +47,13 @@
 // c_proj) and one backward (in c_attn) per layer. d and H in the buffer sizes above are then
 // this rank's d/tp and H/tp; the attention dropout draws at the logical (sequence, head) rows.
 //
+// Mixed precision with native 16-bit kernels (nn/autocast.hpp): what backward reads is kept in
+// 16 bits, as under PyTorch's autocast, where q, k, v and the attention output are bf16
+// tensors: qkv16 [cap * (H + 2 KVH) hd] (after the rotary turn) and yr16 [cap * d] (c_proj
+// reads it as its GEMM operand: no rounded copy). The fp32 qkv (c_attn's output, holding the
+// 16-bit values) and yr that the flash kernels read are transient (nn/buffer_pool.hpp):
+// written in forward, refilled from the 16-bit copies in backward, one pair for all blocks.
+//
 // Buffers, all sized at construction for capacity_rows: yr [cap * d], dz [cap * d],
 // dqkv [cap * (H + 2 KVH) hd], lse and delta [cap * H] (per (sequence, head, position)): O(n H),
 // where the materialised softmax needed [cap * H * T] floats several times over (GPT-2 small, T
@@ -141,6 +148,10 @@ class CausalSelfAttention : public Layer {
   bool dropout_active_ = false;
   int last_rows_ = 0;
   FloatView yr_;           // [cap * d/tp]: attention output, c_proj's input
+  bool half_saved_ = false;  // native autocast: qkv16_ and yr16_ below
+  Autocast autocast_;
+  kernels::HalfView qkv16_;  // [cap * layout_.width()] c_attn's output, turned, 16-bit
+  kernels::HalfView yr16_;   // [cap * d/tp] yr, 16-bit
   FloatView lse_, delta_;  // [cap * H/tp]: softmax logsumexp, backward's rowsum(dyr * yr)
   FloatView dz_;           // [cap * d]
   FloatView dqkv_;         // [cap * layout_.width()]

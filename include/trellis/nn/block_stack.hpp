@@ -5,7 +5,9 @@
 // Shared backward scratch. What a block writes and reads only inside its backward (input
 // gradients, dz, dh, ...) lives in one of two pools (nn/buffer_pool.hpp), block i in pool
 // i mod 2: block i's input gradient, read by block i - 1's backward, is never overwritten by
-// it. So backward scratch costs two blocks' worth, not one per block.
+// it. So backward scratch costs two blocks' worth, not one per block. What a block writes and
+// reads inside one forward (role `transient`: a branch output the residual add reads at once,
+// the fp32 GEMM result a 16-bit epilogue rounds) lives in one pool for all blocks.
 //
 // Activation recomputation (RecomputeSpec::full, Chen et al. 2016's checkpointing, Megatron's
 // full recompute with the uniform method): blocks form groups of `every` consecutive blocks.
@@ -37,9 +39,10 @@
 //
 // Memory per stack, rows = capacity rows, A = one block's saved bytes per row, C = its cheap
 // part (2 d + d_ff floats):
-//   none       n_block * A * rows                     + 2 scratch blocks
-//   selective  n_block * (A - C) * rows + C * rows    + 2 scratch blocks
+//   none       n_block * A * rows                     + 2 scratch blocks + 1 transient
+//   selective  n_block * (A - C) * rows + C * rows    + 2 scratch blocks + 1 transient
 //   full       (n_block / every) * width * 4 * rows   + every * A * rows + 2 scratch blocks
+//                                                     + 1 transient
 #pragma once
 
 #include "trellis/core/kokkos_types.hpp"
@@ -115,6 +118,7 @@ class BlockStack {
   std::unique_ptr<BufferPool> scratch_[2];
   std::vector<std::unique_ptr<BufferPool>> saved_;  // [every] with full recomputation
   std::unique_ptr<BufferPool> cheap_;               // selective recomputation
+  std::unique_ptr<BufferPool> transient_;           // forward-only buffers, all blocks
   std::vector<Layer*> blocks_;
   std::vector<FloatView> checkpoints_;  // [groups][capacity * out_features]: each group's output
   bool finished_ = false;

@@ -8,6 +8,9 @@
 //   cheap    saved, but cheap to recompute from other saved buffers (a norm's output, the
 //            GELU/SwiGLU output): shared by all blocks under selective recomputation, where
 //            the block recomputes it just before its backward reads it; else as `saved`
+//   transient  written and read within one forward (or recomputation) of one block, and
+//            never by its backward (the fp32 GEMM result under a 16-bit epilogue, a branch
+//            output the residual add reads at once): one pool shared by all blocks
 //   own      never shared (a checkpoint, the loss' buffers, pipeline transfers)
 // Outside any SharedBufferScope the request is an ordinary allocation of its own. While a
 // scope is alive (one per block, around its construction), the k-th request of a role is
@@ -15,7 +18,8 @@
 // same memory for their k-th buffer. That is only correct when at most one of those blocks
 // needs its buffers at a time, which the block stack guarantees: scratch pools alternate
 // between neighbouring blocks (block i's input gradient is read while block i - 1 runs
-// backward), and a recomputed block reruns its forward just before its backward.
+// backward), a recomputed block reruns its forward just before its backward, and no two
+// blocks run forward at once.
 //
 // Constant or persistent buffers (a zero bias, weight copies, running statistics) are small
 // and allocated directly: never shared.
@@ -37,7 +41,7 @@
 
 namespace trellis::nn {
 
-enum class BufferRole { saved, scratch, cheap, own };
+enum class BufferRole { saved, scratch, cheap, transient, own };
 
 // Slots by request order. A slot grows when a later block asks for more (the earlier blocks
 // keep the smaller one, so differently shaped blocks still work, sharing less).
@@ -67,12 +71,13 @@ class BufferPool {
 };
 
 // While alive, layer_buffer() serves `saved` requests from `saved`, `scratch` ones from
-// `scratch` and `cheap` ones from `cheap`, else from `saved` (any may be null: ordinary
-// allocations for that role). Scopes nest; the previous one is restored at destruction.
+// `scratch`, `cheap` ones from `cheap`, else from `saved`, and `transient` ones from
+// `transient`, else from `scratch` (any may be null: ordinary allocations for that role). Scopes nest; the previous one is restored at destruction.
 // Construction of a model is single-threaded, and the scope is per thread.
 class SharedBufferScope {
  public:
-  SharedBufferScope(BufferPool* saved, BufferPool* scratch, BufferPool* cheap = nullptr);
+  SharedBufferScope(BufferPool* saved, BufferPool* scratch, BufferPool* cheap = nullptr,
+                    BufferPool* transient = nullptr);
   ~SharedBufferScope();
   SharedBufferScope(const SharedBufferScope&) = delete;
   SharedBufferScope& operator=(const SharedBufferScope&) = delete;
@@ -88,7 +93,8 @@ class SharedBufferScope {
   BufferPool* saved_;
   BufferPool* scratch_;
   BufferPool* cheap_;
-  std::size_t saved_next_ = 0, scratch_next_ = 0, cheap_next_ = 0;
+  BufferPool* transient_;
+  std::size_t saved_next_ = 0, scratch_next_ = 0, cheap_next_ = 0, transient_next_ = 0;
   SharedBufferScope* previous_;
 };
 

@@ -32,8 +32,12 @@ const char* norm_kind_name(NormKind kind);
 
 class LayerNorm : public Layer {
  public:
+  // output_role (nn/buffer_pool.hpp): cheap by default, as the output is recomputable from the
+  // kept input and statistics; transient where only the next layer's forward reads it (a Linear
+  // under autocast keeps its own rounded copy).
   LayerNorm(ParameterStore& store, const std::string& name, int d, int capacity_rows,
-            float eps = 1e-5f, NormKind kind = NormKind::layernorm);
+            float eps = 1e-5f, NormKind kind = NormKind::layernorm,
+            BufferRole output_role = BufferRole::cheap);
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;

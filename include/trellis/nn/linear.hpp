@@ -20,7 +20,7 @@
 // With native 16-bit kernels a Linear can also keep its output in 16 bits and take a 16-bit
 // input (LinearBuffers::half_output / half_input), as two Linears in a row do under PyTorch's
 // autocast (nn/transformer.hpp's MLP): then
-//   forward   z = x W^T into an fp32 scratch gemm_out [cap, out] (shared between blocks), the
+//   forward   z = x W^T into an fp32 gemm_out [cap, out] (transient: shared by all blocks), the
 //             16-bit epilogue (kernels/bias_activation_half.hpp) writes y16 [cap, out] and,
 //             for GELU, z16 [cap, out]: half the bytes of y and z, and no fp32 dz buffer
 //   backward  dz16 straight from the epilogue's backward; db from the fp32 dz

@@ -36,13 +36,6 @@ struct TensorParallel {
   bool active() const { return size() > 1; }
 };
 
-// The role of a buffer holding a row-parallel layer's output (attention, MLP, their c_proj):
-// kept for the residual add it feeds (saved), or under sequence parallelism reduce-scattered
-// at once and free again (scratch, nn/buffer_pool.hpp).
-inline BufferRole partial_output_role(const TensorParallel& tp) {
-  return tp.sequence && tp.active() ? BufferRole::scratch : BufferRole::saved;
-}
-
 // How a Linear is split over the tp group.
 enum class Split { none, column, row };
 

@@ -21,9 +21,9 @@
 // backward: dz = dropout(dy); c_proj, c_fc (+ gelu) backward; dx = c_fc's input grad.
 // Buffers: input_grad() IS c_fc's input gradient and, with dropout 0, output() IS c_proj's
 // output (Layer::share_*_of), so no per-call copies. With native 16-bit autocast the GELU MLP
-// keeps u and g in 16 bits and c_proj reads g as it is (LinearBuffers, nn/linear.hpp), as
-// PyTorch's autocast does: half the bytes of the block's largest activations, no rounded copy
-// of g. SwiGLU's gate, up and product stay fp32 for now.
+// keeps u and g in 16 bits (SwiGLU: gate, up and g) and c_proj reads g as it is (LinearBuffers,
+// nn/linear.hpp), as PyTorch's autocast does: half the bytes of the block's largest
+// activations, and no rounded copy of g.
 //
 // Block (norms: LayerNorm or RMSNorm, BlockSpec::norm, eps norm_eps):
 //   x [n, d]
@@ -93,6 +93,7 @@ class FeedForward : public Layer {
   Linear c_fc_;  // gelu: with the GELU as its epilogue (Linear::fuse_activation)
   Linear c_proj_;
   FloatView swiglu_;    // [cap * f/tp] silu(gate) * up, c_proj's input (swiglu only)
+  kernels::HalfView swiglu16_;  // the same in 16 bits, where c_fc's output is 16-bit
   FloatView dgate_up_;  // [cap * 2f/tp] (swiglu only)
   float p_;
   std::uint64_t stream_;  // stream_from_name("<name>.dropout")
@@ -103,6 +104,8 @@ class FeedForward : public Layer {
 
   // c_proj's input (GELU's or SwiGLU's output) again from what c_fc kept.
   void recompute_cheap(int n);
+  void swiglu_forward(int n);                        // swiglu_ or swiglu16_ from c_fc's output
+  kernels::GemmOperand swiglu_half(int n) const;     // [n, f/tp] swiglu16_
 };
 
 class Block : public Layer {

@@ -43,7 +43,11 @@ s = {n: json.load(open(f"{w}/{n}/summary.json")) for n in ("tp2", "sp")}
 for n, x in s.items():
     assert x["memory_peak"]["activations"] == x["memory_plan"]["activations"], (n, x)
 a, b = s["tp2"]["memory_peak"]["activations"], s["sp"]["memory_peak"]["activations"]
-assert b < 0.75 * a, (a, b)
+# A block keeps 10 n d floats per tp-2 rank (residual stream h and output, the two norm outputs,
+# qkv 3/2, yr 1/2, the MLP's pre-activation and output 2 each); sequence parallelism halves the
+# first four: 10 -> 8 per block, 0.80, plus the embeddings and head it does not split (measured
+# 0.85 on 2026-12-07; the branch outputs, once saved at tp 2 only, are transient in both).
+assert b < 0.88 * a, (a, b)
 print(f"sequence parallel: activations per rank at tp 2 {a / 2**20:.2f} -> {b / 2**20:.2f} MiB")
 PY
 

@@ -5,6 +5,7 @@
 #include "unit/support/nn_helpers.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/core/precision.hpp"
 #include "trellis/kernels/attention/qkv_layout.hpp"
 #include "trellis/kernels/attention/rope.hpp"
 #include "trellis/kernels/rmsnorm.hpp"
@@ -238,4 +239,41 @@ TEST_CASE("swiglu equals silu(gate) * up; gradients match finite differences",
   };
   check_gradient("gate_up", x, to_host(dx), loss);
   CHECK_THROWS_AS(kernels::swiglu_forward(as_matrix(x, rows, 2 * f), as_matrix(h, f, rows)), Error);
+}
+
+TEST_CASE("swiglu on 16-bit gate_up and h computes the fp32 swiglu of the widened values",
+          "[kernels][swiglu][half]") {
+  const int rows = 4, f = 37;  // not a multiple of the vector width
+  for (Precision p : {Precision::bf16, Precision::fp16}) {
+    INFO(precision_name(p));
+    std::vector<float> gu = random_values(static_cast<std::size_t>(rows * 2 * f), 8, -4, 4);
+    kernels::HalfView gu16("gu16", gu.size());
+    {
+      auto host = Kokkos::create_mirror_view(gu16);
+      for (std::size_t i = 0; i < gu.size(); ++i) {
+        host(i) = to_half_bits(p, gu[i]);
+        gu[i] = half_bits_to_float(p, host(i));  // the reference sees the stored values
+      }
+      Kokkos::deep_copy(gu16, host);
+    }
+    const FloatView x = to_device("gate_up", gu), h("h", rows * f);
+    kernels::swiglu_forward(as_matrix(x, rows, 2 * f), as_matrix(h, rows, f));
+    kernels::HalfView h16("h16", static_cast<std::size_t>(rows * f));
+    kernels::swiglu_forward_half(p, gu16, rows, h16);
+    const auto want = to_host(h);
+    auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), h16);
+    for (std::size_t i = 0; i < want.size(); ++i)
+      REQUIRE(half_bits_to_float(p, got(i)) ==
+              Approx(round_to(p, want[i])).epsilon(p == Precision::bf16 ? 8e-3 : 1e-3).margin(1e-6));
+    const FloatView dh = to_device("dh", random_values(want.size(), 9));
+    const FloatView dx("dx", gu.size()), dx16("dx16", gu.size());
+    kernels::swiglu_backward(as_matrix(x, rows, 2 * f), as_matrix(dh, rows, f),
+                             as_matrix(dx, rows, 2 * f));
+    kernels::swiglu_backward_half(p, gu16, as_matrix(dh, rows, f), as_matrix(dx16, rows, 2 * f));
+    const auto a = to_host(dx), b = to_host(dx16);
+    for (std::size_t i = 0; i < a.size(); ++i)
+      REQUIRE(b[i] == Approx(a[i]).epsilon(1e-6).margin(1e-6));
+    CHECK_THROWS_AS(kernels::swiglu_forward_half(Precision::fp32, gu16, rows, h16), Error);
+    CHECK_THROWS_AS(kernels::swiglu_forward_half(p, gu16, rows + 1, h16), Error);
+  }
 }
