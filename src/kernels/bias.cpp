@@ -1,9 +1,9 @@
 #include "trellis/kernels/bias.hpp"
 
+#include "epilogue_functions.hpp"
 #include "trellis/core/host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
 #include "trellis/kernels/activation.hpp"
-#include "epilogue_functions.hpp"
 
 #include <algorithm>
 

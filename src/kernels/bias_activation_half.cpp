@@ -97,8 +97,8 @@ struct HostEpilogue {
                                                   float* sum, Index rows, Index cols) {          \
     backward_body<F, P>(s, dy, dz16, grad, row, sum, rows, cols);                                \
   }                                                                                              \
-  const HostEpilogue host_##suffix{host_forward_##suffix, host_recompute_##suffix,           \
-                                       host_backward_##suffix};
+  const HostEpilogue host_##suffix{host_forward_##suffix, host_recompute_##suffix,               \
+                                   host_backward_##suffix};
 
 TRELLIS_HALF_EPILOGUE(Activation::none, Precision::bf16, none_bf16)
 TRELLIS_HALF_EPILOGUE(Activation::relu, Precision::bf16, relu_bf16)
@@ -158,9 +158,9 @@ void device_backward(Precision p, const std::uint16_t* sp, const float* dyp, std
         float sum = 0.0f;
         for (Index r = 0; r < rows; ++r) {
           const Index at = r * cols + j;
-          const float d =
-              F == Activation::none ? dyp[at]
-                                    : activation_backward<F>(half_bits_to_float(p, sp[at]), dyp[at]);
+          const float d = F == Activation::none
+                              ? dyp[at]
+                              : activation_backward<F>(half_bits_to_float(p, sp[at]), dyp[at]);
           dz16[at] = to_half_bits(p, d);
           sum += d;
         }
@@ -188,17 +188,23 @@ struct ByActivation {
 template <Activation F>
 struct DeviceForward {
   template <class... Args>
-  static void run(Args... args) { device_forward<F>(args...); }
+  static void run(Args... args) {
+    device_forward<F>(args...);
+  }
 };
 template <Activation F>
 struct DeviceRecompute {
   template <class... Args>
-  static void run(Args... args) { device_recompute<F>(args...); }
+  static void run(Args... args) {
+    device_recompute<F>(args...);
+  }
 };
 template <Activation F>
 struct DeviceBackward {
   template <class... Args>
-  static void run(Args... args) { device_backward<F>(args...); }
+  static void run(Args... args) {
+    device_backward<F>(args...);
+  }
 };
 
 void require_words(std::size_t words, std::size_t elements, const char* kernel, const char* what) {
@@ -217,9 +223,9 @@ void bias_activation_forward_half(Precision p, ConstMatrix z, ConstVector bias, 
                                   HalfVector z16, HalfVector y16) {
   constexpr const char* kName = "bias_activation_forward_half";
   require_format(p, kName);
-  TRELLIS_REQUIRE(bias.extent(0) == z.extent(1), std::string(kName) + ": bias " +
-                                                     extents_string(bias) + " for rows " +
-                                                     extents_string(z));
+  TRELLIS_REQUIRE(
+      bias.extent(0) == z.extent(1),
+      std::string(kName) + ": bias " + extents_string(bias) + " for rows " + extents_string(z));
   const std::size_t elements = z.extent(0) * z.extent(1);
   require_words(y16.extent(0), elements, kName, "y16");
   if (keeps_pre_activation(f)) require_words(z16.extent(0), elements, kName, "z16");
@@ -250,9 +256,9 @@ void bias_activation_backward_half(Precision p, ConstHalfVector saved16, ConstMa
                                    Activation f, HalfVector dz16, Vector grad) {
   constexpr const char* kName = "bias_activation_backward_half";
   require_format(p, kName);
-  TRELLIS_REQUIRE(grad.extent(0) == dy.extent(1), std::string(kName) + ": grad " +
-                                                      extents_string(grad) + " for rows " +
-                                                      extents_string(dy));
+  TRELLIS_REQUIRE(
+      grad.extent(0) == dy.extent(1),
+      std::string(kName) + ": grad " + extents_string(grad) + " for rows " + extents_string(dy));
   const std::size_t elements = dy.extent(0) * dy.extent(1);
   require_words(dz16.extent(0), elements, kName, "dz16");
   if (f != Activation::none) require_words(saved16.extent(0), elements, kName, "saved16");

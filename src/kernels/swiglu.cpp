@@ -66,8 +66,8 @@ TRELLIS_HOST_INLINE void forward_half_body(const std::uint16_t* __restrict gate_
 }
 template <Precision P>
 TRELLIS_HOST_INLINE void backward_half_body(const std::uint16_t* __restrict gate_up,
-                                            const float* __restrict dh,
-                                            float* __restrict dgate_up, Index rows, Index f) {
+                                            const float* __restrict dh, float* __restrict dgate_up,
+                                            Index rows, Index f) {
   for (Index r = 0; r < rows; ++r) {
     const std::uint16_t* __restrict gate = gate_up + r * 2 * f;
     const std::uint16_t* __restrict up = gate + f;
@@ -103,10 +103,9 @@ void host_backward_fp16(const std::uint16_t* gate_up, const float* dh, float* dg
 void check_half(const char* who, Precision p, std::size_t words, std::size_t rows, std::size_t f) {
   TRELLIS_REQUIRE(p != Precision::fp32,
                   std::string(who) + ": needs a 16-bit format (bf16 or fp16), got fp32");
-  TRELLIS_REQUIRE(words == rows * 2 * f, std::string(who) + ": gate_up16 has " +
-                                             std::to_string(words) + " words for [" +
-                                             std::to_string(rows) + ", " + std::to_string(2 * f) +
-                                             "]");
+  TRELLIS_REQUIRE(words == rows * 2 * f,
+                  std::string(who) + ": gate_up16 has " + std::to_string(words) + " words for [" +
+                      std::to_string(rows) + ", " + std::to_string(2 * f) + "]");
 }
 
 void check(const char* who, const ConstMatrix& gate_up, std::size_t rows, std::size_t cols) {
@@ -152,8 +151,7 @@ void swiglu_backward(ConstMatrix gate_up, ConstMatrix dh, Matrix dgate_up) {
       });
 }
 
-void swiglu_forward_half(Precision p, ConstHalfVector gate_up16, std::size_t rows,
-                         HalfVector h16) {
+void swiglu_forward_half(Precision p, ConstHalfVector gate_up16, std::size_t rows, HalfVector h16) {
   const std::size_t f = rows > 0 ? h16.extent(0) / rows : 0;
   TRELLIS_REQUIRE(f * rows == h16.extent(0), "swiglu_forward_half: h16 has " +
                                                  std::to_string(h16.extent(0)) + " words for " +
@@ -161,8 +159,8 @@ void swiglu_forward_half(Precision p, ConstHalfVector gate_up16, std::size_t row
   check_half("swiglu_forward_half", p, gate_up16.extent(0), rows, f);
   const Index n = static_cast<Index>(rows), fi = static_cast<Index>(f);
   if constexpr (kHostKernels) {
-    (p == Precision::bf16 ? host_forward_bf16 : host_forward_fp16)(gate_up16.data(), h16.data(),
-                                                                  n, fi);
+    (p == Precision::bf16 ? host_forward_bf16 : host_forward_fp16)(gate_up16.data(), h16.data(), n,
+                                                                   fi);
     return;
   }
   Kokkos::parallel_for(
@@ -175,8 +173,7 @@ void swiglu_forward_half(Precision p, ConstHalfVector gate_up16, std::size_t row
       });
 }
 
-void swiglu_backward_half(Precision p, ConstHalfVector gate_up16, ConstMatrix dh,
-                          Matrix dgate_up) {
+void swiglu_backward_half(Precision p, ConstHalfVector gate_up16, ConstMatrix dh, Matrix dgate_up) {
   const std::size_t rows = dh.extent(0), f = dh.extent(1);
   check_half("swiglu_backward_half", p, gate_up16.extent(0), rows, f);
   TRELLIS_REQUIRE(dgate_up.extent(0) == rows && dgate_up.extent(1) == 2 * f,
@@ -184,8 +181,8 @@ void swiglu_backward_half(Precision p, ConstHalfVector gate_up16, ConstMatrix dh
                       extents_string(dh));
   const Index n = static_cast<Index>(rows), fi = static_cast<Index>(f);
   if constexpr (kHostKernels) {
-    (p == Precision::bf16 ? host_backward_bf16 : host_backward_fp16)(
-        gate_up16.data(), dh.data(), dgate_up.data(), n, fi);
+    (p == Precision::bf16 ? host_backward_bf16 : host_backward_fp16)(gate_up16.data(), dh.data(),
+                                                                     dgate_up.data(), n, fi);
     return;
   }
   Kokkos::parallel_for(

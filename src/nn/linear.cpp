@@ -173,7 +173,8 @@ void Linear::backward(ConstMatrix output_grad, int n) {
     const kernels::HalfView& saved16 = kernels::keeps_pre_activation(activation_) ? z16_ : y16_;
     kernels::bias_activation_backward_half(
         store_->autocast().mode, kernels::ConstHalfVector(saved16.data(), words), dz, activation_,
-        dz16_.half_words(words), bias_ ? store_->grad_vector(*bias_) : kernels::Vector(db_discard_));
+        dz16_.half_words(words),
+        bias_ ? store_->grad_vector(*bias_) : kernels::Vector(db_discard_));
     backward_gemms(dz16_.written(n, out_features()), x, n);
     return;
   }

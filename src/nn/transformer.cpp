@@ -30,7 +30,7 @@ int checked_dropout_d(const std::string& name, int d_model, float dropout) {
 // backward: kept (cheap: recomputable).
 BufferRole norm_output_role(const ParameterStore& store, const TensorParallel& tp) {
   return store.autocast().active() && !(tp.sequence && tp.active()) ? BufferRole::transient
-                                                                     : BufferRole::cheap;
+                                                                    : BufferRole::cheap;
 }
 
 // out = a + b over rows [0, n), one pass.
@@ -73,7 +73,8 @@ FeedForward::FeedForward(ParameterStore& store, const std::string& name, const B
   } else {
     const std::size_t h_size = cap * static_cast<std::size_t>(c_proj_.in_features());
     if (c_fc_.stores_half_output())
-      swiglu16_ = layer_half_buffer(BufferRole::cheap, "trellis::nn::" + name + ".swiglu16", h_size);
+      swiglu16_ =
+          layer_half_buffer(BufferRole::cheap, "trellis::nn::" + name + ".swiglu16", h_size);
     else
       swiglu_ = layer_buffer(BufferRole::cheap, "trellis::nn::" + name + ".swiglu", h_size);
     dgate_up_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".dgate_up",

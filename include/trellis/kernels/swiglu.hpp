@@ -25,9 +25,7 @@ void swiglu_backward(ConstMatrix gate_up, ConstMatrix dh, Matrix dgate_up);
 // The same with gate_up and h stored in 16 bits of format p (mixed precision's native kernels,
 // nn/transformer.hpp): gate_up16 [rows * 2f] and h16 [rows * f] words, row-major; fp32
 // arithmetic, h16 = round(h). dh and dgate_up stay fp32.
-void swiglu_forward_half(Precision p, ConstHalfVector gate_up16, std::size_t rows,
-                         HalfVector h16);
-void swiglu_backward_half(Precision p, ConstHalfVector gate_up16, ConstMatrix dh,
-                          Matrix dgate_up);
+void swiglu_forward_half(Precision p, ConstHalfVector gate_up16, std::size_t rows, HalfVector h16);
+void swiglu_backward_half(Precision p, ConstHalfVector gate_up16, ConstMatrix dh, Matrix dgate_up);
 
 }  // namespace trellis::kernels

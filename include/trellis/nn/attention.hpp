@@ -147,14 +147,14 @@ class CausalSelfAttention : public Layer {
   kernels::DropoutMask attn_mask_, resid_mask_;
   bool dropout_active_ = false;
   int last_rows_ = 0;
-  FloatView yr_;           // [cap * d/tp]: attention output, c_proj's input
+  FloatView yr_;             // [cap * d/tp]: attention output, c_proj's input
   bool half_saved_ = false;  // native autocast: qkv16_ and yr16_ below
   Autocast autocast_;
   kernels::HalfView qkv16_;  // [cap * layout_.width()] c_attn's output, turned, 16-bit
   kernels::HalfView yr16_;   // [cap * d/tp] yr, 16-bit
-  FloatView lse_, delta_;  // [cap * H/tp]: softmax logsumexp, backward's rowsum(dyr * yr)
-  FloatView dz_;           // [cap * d]
-  FloatView dqkv_;         // [cap * layout_.width()]
+  FloatView lse_, delta_;    // [cap * H/tp]: softmax logsumexp, backward's rowsum(dyr * yr)
+  FloatView dz_;             // [cap * d]
+  FloatView dqkv_;           // [cap * layout_.width()]
 
   kernels::FlashAttentionShape shape() const;
   kernels::Vector lse_rows(int n) const;          // lse_ for n token rows

@@ -72,8 +72,9 @@ class BufferPool {
 
 // While alive, layer_buffer() serves `saved` requests from `saved`, `scratch` ones from
 // `scratch`, `cheap` ones from `cheap`, else from `saved`, and `transient` ones from
-// `transient`, else from `scratch` (any may be null: ordinary allocations for that role). Scopes nest; the previous one is restored at destruction.
-// Construction of a model is single-threaded, and the scope is per thread.
+// `transient`, else from `scratch` (any may be null: ordinary allocations for that role). Scopes
+// nest; the previous one is restored at destruction. Construction of a model is single-threaded,
+// and the scope is per thread.
 class SharedBufferScope {
  public:
   SharedBufferScope(BufferPool* saved, BufferPool* scratch, BufferPool* cheap = nullptr,

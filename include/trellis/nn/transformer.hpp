@@ -92,9 +92,9 @@ class FeedForward : public Layer {
   MlpKind kind_;
   Linear c_fc_;  // gelu: with the GELU as its epilogue (Linear::fuse_activation)
   Linear c_proj_;
-  FloatView swiglu_;    // [cap * f/tp] silu(gate) * up, c_proj's input (swiglu only)
+  FloatView swiglu_;            // [cap * f/tp] silu(gate) * up, c_proj's input (swiglu only)
   kernels::HalfView swiglu16_;  // the same in 16 bits, where c_fc's output is 16-bit
-  FloatView dgate_up_;  // [cap * 2f/tp] (swiglu only)
+  FloatView dgate_up_;          // [cap * 2f/tp] (swiglu only)
   float p_;
   std::uint64_t stream_;  // stream_from_name("<name>.dropout")
   kernels::DropoutMask mask_;
@@ -104,8 +104,8 @@ class FeedForward : public Layer {
 
   // c_proj's input (GELU's or SwiGLU's output) again from what c_fc kept.
   void recompute_cheap(int n);
-  void swiglu_forward(int n);                        // swiglu_ or swiglu16_ from c_fc's output
-  kernels::GemmOperand swiglu_half(int n) const;     // [n, f/tp] swiglu16_
+  void swiglu_forward(int n);                     // swiglu_ or swiglu16_ from c_fc's output
+  kernels::GemmOperand swiglu_half(int n) const;  // [n, f/tp] swiglu16_
 };
 
 class Block : public Layer {

@@ -72,8 +72,8 @@ TEST_CASE("the 16-bit epilogue rounds what the fp32 epilogue computes", "[kernel
     for (Activation f :
          {Activation::none, Activation::relu, Activation::gelu, Activation::gelu_tanh}) {
       for (auto [rows, cols] : kShapes) {
-        INFO(precision_name(p) << " activation " << static_cast<int>(f) << " shape " << rows
-                               << "x" << cols);
+        INFO(precision_name(p) << " activation " << static_cast<int>(f) << " shape " << rows << "x"
+                               << cols);
         const std::size_t size = static_cast<std::size_t>(rows) * cols;
         const auto z0 = random_values(size, 3, -3.0f, 3.0f);
         const auto b = random_values(static_cast<std::size_t>(cols), 4, -1.0f, 1.0f);
@@ -100,8 +100,7 @@ TEST_CASE("the 16-bit epilogue rounds what the fp32 epilogue computes", "[kernel
         const FloatView grad = to_device("grad", std::vector<float>(cols, 0.5f));
         kernels::HalfView dz16("dz16", size);
         const kernels::HalfView& s16 = kernels::keeps_pre_activation(f) ? z16 : y16;
-        kernels::bias_activation_backward_half(p, s16, as_matrix(dyv, rows, cols), f, dz16,
-                                               grad);
+        kernels::bias_activation_backward_half(p, s16, as_matrix(dyv, rows, cols), f, dz16, grad);
         const auto dzh = host_words(dz16);
         std::vector<double> sums(cols, 0.5);
         for (std::size_t i = 0; i < size; ++i) {
@@ -129,8 +128,8 @@ TEST_CASE("the 16-bit epilogue checks its buffers", "[kernels][fused][half]") {
   CHECK_THROWS_AS(kernels::bias_activation_forward_half(Precision::bf16, as_matrix(z, 3, 4), bias,
                                                         Activation::none, z16, short16),
                   Error);
-  CHECK_THROWS_AS(
-      kernels::activation_forward_half(Precision::bf16, z16, Activation::relu, y16), Error);
+  CHECK_THROWS_AS(kernels::activation_forward_half(Precision::bf16, z16, Activation::relu, y16),
+                  Error);
   CHECK_THROWS_AS(kernels::bias_activation_backward_half(Precision::bf16, z16, as_matrix(z, 3, 4),
                                                          Activation::gelu, short16, bias),
                   Error);

@@ -263,8 +263,9 @@ TEST_CASE("swiglu on 16-bit gate_up and h computes the fp32 swiglu of the widene
     const auto want = to_host(h);
     auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), h16);
     for (std::size_t i = 0; i < want.size(); ++i)
-      REQUIRE(half_bits_to_float(p, got(i)) ==
-              Approx(round_to(p, want[i])).epsilon(p == Precision::bf16 ? 8e-3 : 1e-3).margin(1e-6));
+      REQUIRE(
+          half_bits_to_float(p, got(i)) ==
+          Approx(round_to(p, want[i])).epsilon(p == Precision::bf16 ? 8e-3 : 1e-3).margin(1e-6));
     const FloatView dh = to_device("dh", random_values(want.size(), 9));
     const FloatView dx("dx", gu.size()), dx16("dx16", gu.size());
     kernels::swiglu_backward(as_matrix(x, rows, 2 * f), as_matrix(dh, rows, f),

@@ -128,8 +128,8 @@ TEST_CASE("16-bit activation buffers are native-only", "[autocast][half]") {
     }
     nn::LinearBuffers both;
     both.half_output = both.half_input = true;
-    nn::Linear fc(store, "fc", 8, 16, 4, nn::InitSpec::normal(0.1), std::nullopt,
-                  nn::Split::none, {}, 1, both);
+    nn::Linear fc(store, "fc", 8, 16, 4, nn::InitSpec::normal(0.1), std::nullopt, nn::Split::none,
+                  {}, 1, both);
     CHECK_FALSE(fc.stores_half_output());
     CHECK_FALSE(fc.reads_half_input());
     CHECK(fc.output().size() == 16 * 4);
@@ -204,7 +204,8 @@ TEST_CASE("transformer blocks with 16-bit activations follow the emulated ones",
         CHECK(relative_error(native[i], emulated[i]) < 3e-2);
       }
       // Recomputation reruns the same kernels: bit for bit the run without it.
-      if (r != nn::Recompute::none) CHECK(native == run_two_blocks(true, spec, nn::Recompute::none, n));
+      if (r != nn::Recompute::none)
+        CHECK(native == run_two_blocks(true, spec, nn::Recompute::none, n));
     }
   }
 }
