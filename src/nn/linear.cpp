@@ -141,7 +141,7 @@ void Linear::forward_from(const kernels::GemmOperand& x, int n) {
   const kernels::GemmOperand w = store_->compute_operand(weight_);  // [out, in]
   const kernels::ConstVector b = bias_vector();                     // [out]
   if (half_output_) {
-    const Matrix z = as_matrix(gemm_out_, n, out_features());  // [n, out] fp32, scratch
+    const Matrix z = as_matrix(gemm_out_, n, out_features());  // [n, out] fp32, transient
     kernels::gemm(false, true, x, w, 0.0f, z);
     const std::size_t words = static_cast<std::size_t>(n) * out_features();
     kernels::bias_activation_forward_half(store_->autocast().mode, z, b, activation_,
