@@ -212,6 +212,13 @@ void require_words(std::size_t words, std::size_t elements, const char* kernel, 
                                          std::to_string(words) + " 16-bit words for " +
                                          std::to_string(elements) + " elements");
 }
+// v has one value per column of m (a bias, a bias gradient).
+void require_per_column(const char* kernel, const char* what, const ConstVector& v,
+                        const ConstMatrix& m) {
+  TRELLIS_REQUIRE(v.extent(0) == m.extent(1), std::string(kernel) + ": " + what + " " +
+                                                  extents_string(v) + " for rows " +
+                                                  extents_string(m));
+}
 void require_format(Precision p, const char* kernel) {
   TRELLIS_REQUIRE(p != Precision::fp32,
                   std::string(kernel) + ": needs a 16-bit format (bf16 or fp16), got fp32");
@@ -223,9 +230,7 @@ void bias_activation_forward_half(Precision p, ConstMatrix z, ConstVector bias, 
                                   HalfVector z16, HalfVector y16) {
   constexpr const char* kName = "bias_activation_forward_half";
   require_format(p, kName);
-  TRELLIS_REQUIRE(
-      bias.extent(0) == z.extent(1),
-      std::string(kName) + ": bias " + extents_string(bias) + " for rows " + extents_string(z));
+  require_per_column(kName, "bias", bias, z);
   const std::size_t elements = z.extent(0) * z.extent(1);
   require_words(y16.extent(0), elements, kName, "y16");
   if (keeps_pre_activation(f)) require_words(z16.extent(0), elements, kName, "z16");
@@ -256,9 +261,7 @@ void bias_activation_backward_half(Precision p, ConstHalfVector saved16, ConstMa
                                    Activation f, HalfVector dz16, Vector grad) {
   constexpr const char* kName = "bias_activation_backward_half";
   require_format(p, kName);
-  TRELLIS_REQUIRE(
-      grad.extent(0) == dy.extent(1),
-      std::string(kName) + ": grad " + extents_string(grad) + " for rows " + extents_string(dy));
+  require_per_column(kName, "grad", grad, dy);
   const std::size_t elements = dy.extent(0) * dy.extent(1);
   require_words(dz16.extent(0), elements, kName, "dz16");
   if (f != Activation::none) require_words(saved16.extent(0), elements, kName, "saved16");

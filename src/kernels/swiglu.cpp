@@ -100,6 +100,16 @@ void host_backward_fp16(const std::uint16_t* gate_up, const float* dh, float* dg
   backward_half_body<Precision::fp16>(gate_up, dh, dgate_up, rows, f);
 }
 
+// Row r's gate and up at column j of 16-bit gate_up [rows, 2f], widened (device bodies).
+struct GateUp {
+  float gate, up;
+};
+KOKKOS_INLINE_FUNCTION GateUp gate_up_at(Precision p, const std::uint16_t* gate_up, Index r,
+                                         Index j, Index f) {
+  return GateUp{half_bits_to_float(p, gate_up[r * 2 * f + j]),
+                half_bits_to_float(p, gate_up[r * 2 * f + f + j])};
+}
+
 void check_half(const char* who, Precision p, std::size_t words, std::size_t rows, std::size_t f) {
   TRELLIS_REQUIRE(p != Precision::fp32,
                   std::string(who) + ": needs a 16-bit format (bf16 or fp16), got fp32");
@@ -166,10 +176,8 @@ void swiglu_forward_half(Precision p, ConstHalfVector gate_up16, std::size_t row
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::swiglu::fwd_half"), Range(0, n * fi),
       KOKKOS_LAMBDA(const Index e) {
-        const Index r = e / fi, j = e % fi;
-        const float g = half_bits_to_float(p, gate_up16(r * 2 * fi + j));
-        const float u = half_bits_to_float(p, gate_up16(r * 2 * fi + fi + j));
-        h16(e) = to_half_bits(p, g * sigmoid(g) * u);
+        const GateUp x = gate_up_at(p, gate_up16.data(), e / fi, e % fi, fi);
+        h16(e) = to_half_bits(p, x.gate * sigmoid(x.gate) * x.up);
       });
 }
 
@@ -189,9 +197,8 @@ void swiglu_backward_half(Precision p, ConstHalfVector gate_up16, ConstMatrix dh
       TRELLIS_KERNEL_LABEL("trellis::swiglu::bwd_half"), Range(0, n * fi),
       KOKKOS_LAMBDA(const Index e) {
         const Index r = e / fi, j = e % fi;
-        const float g = half_bits_to_float(p, gate_up16(r * 2 * fi + j));
-        const float u = half_bits_to_float(p, gate_up16(r * 2 * fi + fi + j));
-        const float s = sigmoid(g);
+        const GateUp x = gate_up_at(p, gate_up16.data(), r, j, fi);
+        const float g = x.gate, u = x.up, s = sigmoid(g);
         dgate_up(r, j) = dh(r, j) * u * s * (1.0f + g * (1.0f - s));
         dgate_up(r, fi + j) = dh(r, j) * g * s;
       });
