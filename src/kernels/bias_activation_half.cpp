@@ -5,9 +5,9 @@
 #include "trellis/core/host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace trellis::kernels {
 
@@ -45,36 +45,41 @@ TRELLIS_HOST_INLINE void recompute_body(const std::uint16_t* __restrict z16,
                                         std::uint16_t* __restrict y16, Index n) {
   for (Index i = 0; i < n; ++i) y16[i] = half_bits<P>(activate<F>(widen<P>(z16[i])));
 }
-// row [cols] and sum [cols]: fp32 scratch. Per column, the rows in order 0..n-1, then one add
-// into grad: what column_sum_accumulate gives on the fp32 dz.
+// Column tiles of kTile as column_sum_accumulate: per column, the rows in order 0..n-1, then
+// one add into grad, what it gives on the fp32 dz; dz of a tile's piece of a row goes through
+// a stack buffer (no allocation per call).
+constexpr Index kTile = 256;
 template <Activation F, Precision P>
 TRELLIS_HOST_INLINE void backward_body(const std::uint16_t* __restrict saved16,
                                        const float* __restrict dy, std::uint16_t* __restrict dz16,
-                                       float* __restrict grad, float* __restrict row,
-                                       float* __restrict sum, Index rows, Index cols) {
-  for (Index j = 0; j < cols; ++j) sum[j] = 0.0f;
-  for (Index r = 0; r < rows; ++r) {
-    const float* __restrict dyr = dy + r * cols;
-    if constexpr (F == Activation::none) {
-      for (Index j = 0; j < cols; ++j) row[j] = dyr[j];
-    } else {
-      const std::uint16_t* __restrict sr = saved16 + r * cols;
-      for (Index j = 0; j < cols; ++j) row[j] = activation_backward<F>(widen<P>(sr[j]), dyr[j]);
+                                       float* __restrict grad, Index rows, Index cols) {
+  for (Index j0 = 0; j0 < cols; j0 += kTile) {
+    const Index width = std::min(kTile, cols - j0);
+    float sum[kTile] = {}, row[kTile];
+    for (Index r = 0; r < rows; ++r) {
+      const Index at = r * cols + j0;
+      const float* __restrict dyr = dy + at;
+      if constexpr (F == Activation::none) {
+        for (Index j = 0; j < width; ++j) row[j] = dyr[j];
+      } else {
+        const std::uint16_t* __restrict sr = saved16 + at;
+        for (Index j = 0; j < width; ++j) row[j] = activation_backward<F>(widen<P>(sr[j]), dyr[j]);
+      }
+      std::uint16_t* __restrict dzr = dz16 + at;
+      for (Index j = 0; j < width; ++j) {
+        sum[j] += row[j];
+        dzr[j] = half_bits<P>(row[j]);
+      }
     }
-    std::uint16_t* __restrict dzr = dz16 + r * cols;
-    for (Index j = 0; j < cols; ++j) {
-      sum[j] += row[j];
-      dzr[j] = half_bits<P>(row[j]);
-    }
+    for (Index j = 0; j < width; ++j) grad[j0 + j] += sum[j];
   }
-  for (Index j = 0; j < cols; ++j) grad[j] += sum[j];
 }
 
 using ForwardFn = void (*)(const float*, const float*, std::uint16_t*, std::uint16_t*, Index,
                            Index);
 using RecomputeFn = void (*)(const std::uint16_t*, std::uint16_t*, Index);
-using BackwardFn = void (*)(const std::uint16_t*, const float*, std::uint16_t*, float*, float*,
-                            float*, Index, Index);
+using BackwardFn = void (*)(const std::uint16_t*, const float*, std::uint16_t*, float*, Index,
+                            Index);
 struct HostEpilogue {
   ForwardFn forward;
   RecomputeFn recompute;
@@ -93,9 +98,9 @@ struct HostEpilogue {
     recompute_body<F, P>(z16, y16, n);                                                           \
   }                                                                                              \
   TRELLIS_HOST_CLONES void host_backward_##suffix(const std::uint16_t* s, const float* dy,       \
-                                                  std::uint16_t* dz16, float* grad, float* row,  \
-                                                  float* sum, Index rows, Index cols) {          \
-    backward_body<F, P>(s, dy, dz16, grad, row, sum, rows, cols);                                \
+                                                  std::uint16_t* dz16, float* grad, Index rows,  \
+                                                  Index cols) {                                  \
+    backward_body<F, P>(s, dy, dz16, grad, rows, cols);                                          \
   }                                                                                              \
   const HostEpilogue host_##suffix{host_forward_##suffix, host_recompute_##suffix,               \
                                    host_backward_##suffix};
@@ -267,9 +272,7 @@ void bias_activation_backward_half(Precision p, ConstHalfVector saved16, ConstMa
   if (f != Activation::none) require_words(saved16.extent(0), elements, kName, "saved16");
   const Index rows = static_cast<Index>(dy.extent(0)), cols = static_cast<Index>(dy.extent(1));
   if constexpr (kHostKernels) {
-    std::vector<float> scratch(2 * static_cast<std::size_t>(cols));  // a row of dz, the sums
-    host_epilogue(f, p).backward(saved16.data(), dy.data(), dz16.data(), grad.data(),
-                                 scratch.data(), scratch.data() + cols, rows, cols);
+    host_epilogue(f, p).backward(saved16.data(), dy.data(), dz16.data(), grad.data(), rows, cols);
   } else {
     ByActivation<DeviceBackward>::run(f, p, saved16.data(), dy.data(), dz16.data(), grad.data(),
                                       rows, cols);

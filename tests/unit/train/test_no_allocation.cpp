@@ -6,7 +6,10 @@
 
 #include "trellis/data/augment.hpp"
 #include "trellis/data/sampler.hpp"
+#include "trellis/kernels/bias_activation_half.hpp"
+#include "trellis/kernels/precision_cast.hpp"
 #include "trellis/kernels/random_fill.hpp"
+#include "trellis/kernels/swiglu.hpp"
 #include "trellis/nn/cnn.hpp"
 #include "trellis/nn/gpt.hpp"
 #include "trellis/nn/mlp.hpp"
@@ -202,6 +205,30 @@ TEST_CASE("a warmed-up GPT step makes no heap allocation", "[perf][alloc]") {
   nn::ModelInput input;
   input.tokens = tokens;
   CHECK(allocations_in_steady_state(model, store, input, tokens, n) == 0);
+}
+
+// The native 16-bit path's own kernels (a whole native step also counts oneDNN's: its
+// dnnl_primitive_execute allocates inside on every call, measured 621 allocations per
+// warmed-up 2-layer Llama step against 0 with emulated kernels).
+TEST_CASE("the 16-bit activation kernels make no heap allocation", "[perf][alloc]") {
+  using namespace trellis;
+  const int rows = 6, cols = 300;  // more than one column tile
+  const auto size = static_cast<std::size_t>(rows * cols);
+  FloatView z("z", size), bias("bias", cols), grad("grad", cols), gu("gu", 2 * size);
+  kernels::HalfView z16("z16", size), y16("y16", size), dz16("dz16", size), gu16("gu16", 2 * size);
+  const Precision p = Precision::bf16;
+  allocations = 0;
+  counting = true;
+  for (kernels::Activation f : {kernels::Activation::none, kernels::Activation::gelu}) {
+    kernels::bias_activation_forward_half(p, as_matrix(z, rows, cols), bias, f, z16, y16);
+    kernels::bias_activation_backward_half(p, z16, as_matrix(z, rows, cols), f, dz16, grad);
+  }
+  kernels::activation_forward_half(p, z16, kernels::Activation::gelu, y16);
+  kernels::swiglu_forward_half(p, gu16, rows, y16);
+  kernels::swiglu_backward_half(p, gu16, as_matrix(z, rows, cols), as_matrix(gu, rows, 2 * cols));
+  kernels::from_half(p, z16, z);
+  counting = false;
+  CHECK(allocations.load() == 0);
 }
 
 namespace {
