@@ -8,7 +8,7 @@
 # compile time, not a review comment. trellis_lib aggregates all layers for main() and tests.
 set(TRELLIS_LAYERS core kernels comm data nn int8 parallel optim
     train/model train/config train/files train/hf train/input train/faults train/monitoring
-    train/loop train/commands)
+    train/plan train/loop train/commands)
 set(TRELLIS_LAYER_INCLUDE_ROOT ${CMAKE_BINARY_DIR}/include-layers)
 
 # Everything every layer needs: third-party targets and the build-wide definitions (they must

@@ -111,6 +111,33 @@ std::vector<Command> make_table() {
          "plan the model's memory for a job of N ranks (default: this job's)", 0}},
        true,
        run_info_command},
+      {"plan",
+       "predict memory, step time, time to train and cost of every layout on a cluster",
+       "Searches every layout of a configuration (nodes, dp x tp x pp, micro-batch, ZeRO,\n"
+       "recomputation, precision) on the machine types of a cluster file, with its memory per\n"
+       "rank from the memory plan, its step time, time to the target and cost on demand and on\n"
+       "spot (checkpoint interval by Young/Daly), and prints the ranked plans and the sbatch\n"
+       "line of the chosen one. --calibrate measures this machine as a machine type instead.",
+       {{"--cluster", K::text, "FILE", "", false,
+         "the machine types (inputs/clusters/*.ini); with --calibrate: prices and limits to keep"},
+        {"--target-tokens", K::real, "N", "0", false, "train on N tokens (language models)", 0},
+        {"--target-samples", K::real, "N", "0", false, "train on N samples", 0},
+        {"--target-epochs", K::real, "E", "0", false,
+         "train E passes over the training data (default: train.max_steps, else train.epochs)", 0},
+        {"--deadline", K::real, "HOURS", "0", false, "the run must finish within HOURS", 0},
+        {"--budget", K::real, "USD", "0", false, "the run may cost at most USD", 0},
+        {"--precision", K::text, "LIST", "", false,
+         "precisions to consider, e.g. fp32,bf16 or all (default: precision.mode)"},
+        {"--max-micro-batch", K::integer, "N", "64", false, "largest micro-batch tried", 1},
+        {"--rows", K::integer, "N", "12", false, "plans shown in the table", 1},
+        {"--json", K::flag, "", "", false,
+         "print every plan as JSON (for scripts and tools/plot_plan) instead of the table"},
+        {"--calibrate", K::flag, "", "", false,
+         "measure this machine (every rank of the job at once) and print it as a machine type"},
+        {"--name", K::text, "NAME", "this-machine", false, "--calibrate: the machine type's name"},
+        {"--out", K::text, "FILE", "", false, "--calibrate: write the machine type to FILE"}},
+       true,
+       run_plan_command},
       {"runs",
        "list the runs under a directory: how each ended, steps, best evaluation, time, cost",
        "Lists the runs under a directory (each sub-directory with a config.ini, summary.json\n"

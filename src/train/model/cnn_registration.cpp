@@ -54,6 +54,34 @@ ModelSizes cnn_sizes(const ModelConfig& model, const DataShape& data, int) {
   return s;
 }
 
+// One unit (the CNN is not split): 3 x 3 convolutions as cnn_sizes counts them (stage widths;
+// the blocks' inner widths are not told apart), 6 FLOPs per multiply-add forward + backward,
+// and per convolution output element about 12 floats of BatchNorm (statistics, normalise,
+// backward) and ReLU passes.
+ModelWork cnn_work(const ModelConfig& model, const DataShape& data, int, int, bool) {
+  const ModelSizes sizes = cnn_sizes(model, data, 0);
+  ModelWork work;
+  work.params = static_cast<double>(sizes.params);
+  UnitWork u;
+  double channels = data.sample_shape.size() == 3 ? static_cast<double>(data.sample_shape[0]) : 1;
+  double pixels = data.sample_shape.size() == 3
+                      ? static_cast<double>(data.sample_shape[1]) * data.sample_shape[2]
+                      : static_cast<double>(data.feature_numel);
+  for (std::size_t stage = 0; stage < model.widths.size(); ++stage) {
+    const double w = model.widths[stage];
+    if (stage > 0) pixels = std::max(1.0, pixels / 4);
+    const double convs = 1 + 2.0 * model.blocks;
+    u.conv_flops += 6 * 9 * pixels * w * (channels + (convs - 1) * w);
+    u.elementwise_floats += 12 * convs * w * pixels;
+    channels = w;
+  }
+  u.gemms.push_back({1, static_cast<double>(data.classes), channels});
+  u.elementwise_floats += 4.0 * data.classes;
+  u.params = work.params;
+  work.units.push_back(u);
+  return work;
+}
+
 }  // namespace
 
 ModelRegistration cnn_registration() {
@@ -70,6 +98,7 @@ ModelRegistration cnn_registration() {
   r.validate = [](const ModelConfig&) {};
   r.flops_per_sample = flops_of_built;
   r.sizes = cnn_sizes;
+  r.work = cnn_work;
   r.set_pruned_widths = [](ModelConfig& model, const std::vector<int>& widths) {
     model.block_widths = widths;
   };

@@ -2,6 +2,7 @@
 // each, differing in what the "auto" options resolve to: GPT-2's (learned positions, LayerNorm,
 // GELU MLP of 4 d, biases, tied head, scaled residual init) or Llama's (rotary positions,
 // RMSNorm, SwiGLU of 8 d / 3 rounded up to 256, no biases, untied head, plain N(0, 0.02) init).
+#include "decoder_work.hpp"
 #include "registration_util.hpp"
 #include "trellis/int8/gpt.hpp"
 #include "trellis/nn/gpt.hpp"
@@ -152,6 +153,11 @@ ModelRegistration decoder_registration(ModelType type, const char* name) {
   };
   r.flops_per_sample = flops_of_built;
   r.sizes = gpt_sizes;
+  r.work = [](const ModelConfig& model, const DataShape& data, int vocab, int tp, bool sp) {
+    nn::GptSpec spec = decoder_shape(model);
+    spec.vocab = std::max(vocab, data.classes);
+    return decoder_work(spec, tp, sp);
+  };
   r.to_int8 = int8_converter<nn::Gpt, int8::Int8Gpt>();
   return r;
 }

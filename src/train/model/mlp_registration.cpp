@@ -42,6 +42,41 @@ ModelSizes mlp_sizes(const ModelConfig& model, const DataShape& data, int) {
   return s;
 }
 
+// Per sample, on one of tp ranks: hidden layers pair up column- then row-parallel (nn/mlp.hpp);
+// the head is row-parallel after an unpaired column layer. Element-wise: the fused bias and
+// activation (2 floats forward, 3 backward per output), the loss (4 per class).
+ModelWork mlp_work(const ModelConfig& model, const DataShape& data, int, int tp, bool) {
+  ModelWork work;
+  double in = static_cast<double>(data.feature_numel);
+  const double p = tp;
+  for (std::size_t i = 0; i < model.hidden.size(); ++i) {
+    const double out = model.hidden[i];
+    const bool column = i % 2 == 0;
+    UnitWork u;
+    u.block = true;
+    u.gemms.push_back({1, column ? out / p : out, column ? in : in / p, i > 0});
+    u.elementwise_floats = 5 * (column ? out / p : out);
+    u.recompute_floats = 2 * (column ? out / p : out);
+    if (tp > 1 && column && i > 0) u.tp_collectives.push_back({TpCollective::all_reduce, in, 1});
+    if (tp > 1 && !column) u.tp_collectives.push_back({TpCollective::all_reduce, out, 1});
+    work.params += in * out + out;
+    u.params = (in * out + out) / p;
+    u.output_floats = out;
+    work.units.push_back(u);
+    in = out;
+  }
+  const bool row_head = tp > 1 && model.hidden.size() % 2 == 1;
+  UnitWork head;
+  head.gemms.push_back(
+      {1, static_cast<double>(data.classes), row_head ? in / p : in, !model.hidden.empty()});
+  head.elementwise_floats = 4.0 * data.classes;
+  if (row_head) head.tp_collectives.push_back({TpCollective::all_reduce, 1.0 * data.classes, 1});
+  work.params += in * data.classes + data.classes;
+  head.params = (row_head ? in / p : in) * data.classes + data.classes;
+  work.units.push_back(head);
+  return work;
+}
+
 }  // namespace
 
 ModelRegistration mlp_registration() {
@@ -64,6 +99,7 @@ ModelRegistration mlp_registration() {
     return 6.0 * std::accumulate(macs.begin(), macs.end(), 0.0);
   };
   r.sizes = mlp_sizes;
+  r.work = mlp_work;
   r.set_pruned_widths = [](ModelConfig& model, const std::vector<int>& widths) {
     model.hidden = widths;
   };

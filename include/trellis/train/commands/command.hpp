@@ -102,6 +102,7 @@ int run_export_command(const CommandContext& context, const CommandArgs& args);
 int run_import_command(const CommandContext& context, const CommandArgs& args);
 int run_info_command(const CommandContext& context, const CommandArgs& args);
 int run_runs_command(const CommandContext& context, const CommandArgs& args);
+int run_plan_command(const CommandContext& context, const CommandArgs& args);
 
 // The run configuration of a command that reads one (--config and the overrides), parsed,
 // validated and checked against the world's size on every rank alike (run_agreed); its

@@ -18,6 +18,7 @@
 #include "trellis/nn/parameter_store.hpp"
 #include "trellis/nn/tensor_parallel.hpp"
 #include "trellis/train/model/model_config.hpp"
+#include "trellis/train/model/model_work.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -75,6 +76,11 @@ struct ModelRegistration {
       flops_per_sample;
   // vocab: the resolved vocabulary (language models), 0 when not known yet.
   std::function<ModelSizes(const ModelConfig&, const DataShape&, int vocab)> sizes;
+  // The work of one sample, unit by unit, on one of `tp` tensor-parallel ranks, for the
+  // planner (model_work.hpp); vocab as for sizes.
+  std::function<ModelWork(const ModelConfig&, const DataShape&, int vocab, int tp,
+                          bool sequence_parallel)>
+      work;
   // Structured pruning (prune.method = structured; trellis export --prune): writes the widths
   // of the surviving units, in the order of nn::Model::prunable_units(), into the config key
   // that holds them. Unset: the model has no structurally prunable units.

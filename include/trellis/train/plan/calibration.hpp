@@ -1,0 +1,35 @@
+// `trellis plan --calibrate`: measures this machine, every rank at once (so ranks that share
+// cores or memory bandwidth measure what each gets), and describes it as a machine type
+// (machine_type.hpp) that a cluster file can hold:
+//  - GEMM: the layers' fp32 GEMM, and the 16-bit one precision.kernels = auto would take, at
+//    [2048 x D] x [D x D] for D = 32 ... 1024 (the smallest dimension is what the planner's
+//    efficiency curve is indexed by); the peak is the best rate, the curve each rate over it;
+//  - attention: the flash kernels' forward + backward at T = 256, head dim 64;
+//  - memory bandwidth: a triad over arrays far larger than the caches;
+//  - MPI: ping-pong latency (8 bytes) and bandwidth (8 MiB) between ranks 0 and 1 and, where
+//    the job spans nodes, between rank 0 and the first rank of another node.
+// Rates are the slowest rank's (the one that sets a step's pace). Prices, node counts and spot
+// are not measured: they come from `base` (a machine type the caller has, or defaults).
+#pragma once
+
+#include "trellis/train/plan/machine_type.hpp"
+
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+
+namespace trellis {
+
+struct CalibrationOptions {
+  std::string name = "this-machine";
+  double seconds_per_measurement = 0.25;
+  // Called on rank 0 after each measurement with the fraction done and what was measured.
+  std::function<void(double fraction, const std::string& what)> progress;
+};
+
+// Collective over world. Devices per node: the ranks on this node (node_local_size).
+MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_count,
+                              const MachineType& base, const CalibrationOptions& options);
+
+}  // namespace trellis
