@@ -22,6 +22,9 @@ trellis_add_e2e_test(NAME zero SCRIPT ${E2E}/memory/zero.sh)
 trellis_add_e2e_test(NAME sequence_parallel SCRIPT ${E2E}/memory/sequence_parallel.sh)
 trellis_add_e2e_test(NAME sharded_inference SCRIPT ${E2E}/memory/sharded_inference.sh)
 trellis_add_e2e_test(NAME bpe_generate SCRIPT ${E2E}/bpe_generate.sh)
+# trellis plan: the command on the shipped clusters, and its predictions against measured runs.
+trellis_add_e2e_test(NAME plan_cli SCRIPT ${E2E}/plan/plan_cli.sh)
+trellis_add_e2e_test(NAME plan_validation SCRIPT ${E2E}/plan/plan_validation.sh)
 # The Hugging Face bridge: init.weights on every layout (no transformers needed), and the
 # comparison with transformers, which exits 77 (skipped) when its Python (TRELLIS_HF_PYTHON,
 # else TRELLIS_PYTHON) cannot import torch, transformers and safetensors.

@@ -41,6 +41,7 @@ ModelWork decoder_work(const nn::GptSpec& spec, int tp, bool sequence_parallel) 
     u.gemms.push_back({T, (swiglu ? 2 : 1) * f / p, d});  // c_fc (column)
     u.gemms.push_back({T, d, f / p});                     // mlp c_proj (row)
     u.attention_flops = 12 * T * T * d / p;               // QK^T and AV, forward + backward
+    u.attention_head_dim = head_dim;
     const double norms_and_adds = (2 * 6 + 2 * 6) * T * d * row_share;
     const double rotated = d + block.kv_heads() * head_dim;  // q and k
     const double rope = spec.positions == nn::Positions::rope ? 4 * T * rotated / p : 0;

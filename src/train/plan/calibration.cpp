@@ -5,8 +5,10 @@
 #include "trellis/core/timer.hpp"
 #include "trellis/kernels/attention/flash_attention.hpp"
 #include "trellis/kernels/bf16_speed_probe.hpp"
+#include "trellis/kernels/bias.hpp"
 #include "trellis/kernels/gemm.hpp"
 #include "trellis/kernels/gemm_half.hpp"
+#include "trellis/kernels/layernorm.hpp"
 #include "trellis/kernels/precision_cast.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 
@@ -21,61 +23,71 @@ namespace {
 constexpr int kRows = 2048;
 const std::vector<int> kDims = {32, 64, 128, 256, 512, 1024};
 
-// Best rate (FLOP/s) of `run` doing `flops` per call, over about `seconds`.
+// The sustained rate (FLOP/s) of `run` doing `flops` per call: as many calls as fit in
+// `seconds`, every rank of `world` starting together, so that ranks sharing cores, caches or
+// memory bandwidth measure what each gets while the others run too (what a training step
+// sees); a per-call timing would catch a rank alone on its core.
 template <class Run>
-double best_rate(double flops, double seconds, Run run) {
+double sustained_rate(double flops, double seconds, MPI_Comm world, Run run) {
   run();  // warm-up: first touch, primitive creation
   Kokkos::fence();
-  double best = 0;
+  TRELLIS_MPI(MPI_Barrier(world));
   Stopwatch total;
+  long calls = 0;
   do {
-    Stopwatch one;
     run();
-    const double t = one.fenced_seconds();
-    if (t > 0) best = std::max(best, flops / t);
-  } while (total.seconds() < seconds);
-  return best;
+    ++calls;
+  } while (total.seconds() < seconds || calls < 3);
+  const double elapsed = total.fenced_seconds();
+  TRELLIS_MPI(MPI_Barrier(world));
+  return calls * flops / elapsed;
 }
 
-double gemm_rate(int d, bool half, double seconds) {
+// A Linear's three GEMMs on [rows x D] activations and a [D x D] weight, as nn/linear.hpp runs
+// them: y = x W^T, dW = dy^T x, dx = dy W (no transposed copies), 6 rows D^2 FLOPs in all.
+double gemm_rate(int d, bool half, double seconds, MPI_Comm world) {
   const int m = std::max(kRows, d);
-  FloatView a("trellis::calibrate::a", static_cast<std::size_t>(m) * d),
-      b("trellis::calibrate::b", static_cast<std::size_t>(d) * d),
-      c("trellis::calibrate::c", static_cast<std::size_t>(m) * d);
-  kernels::fill(a, 0.5f);
-  kernels::fill(b, 0.25f);
-  const double flops = 2.0 * m * d * static_cast<double>(d);
+  const auto floats = [](int r, int c) { return static_cast<std::size_t>(r) * c; };
+  FloatView x("trellis::calibrate::x", floats(m, d)), w("trellis::calibrate::w", floats(d, d)),
+      y("trellis::calibrate::y", floats(m, d)), dw("trellis::calibrate::dw", floats(d, d));
+  kernels::fill(x, 0.5f);
+  kernels::fill(w, 0.25f);
+  const double flops = 6.0 * m * d * static_cast<double>(d);
   if (!half)
-    return best_rate(flops, seconds, [&] {
-      kernels::gemm(false, false, 1.0f, as_matrix(a, m, d), as_matrix(b, d, d), 0.0f,
-                    as_matrix(c, m, d));
+    return sustained_rate(flops, seconds, world, [&] {
+      const ConstMatrix xm = as_matrix(x, m, d), wm = as_matrix(w, d, d);
+      kernels::gemm(false, true, 1.0f, xm, wm, 0.0f, as_matrix(y, m, d));
+      kernels::gemm(true, false, 1.0f, xm, xm, 1.0f, as_matrix(dw, d, d));
+      kernels::gemm(false, false, 1.0f, xm, wm, 0.0f, as_matrix(y, m, d));
     });
-  kernels::HalfView a16("trellis::calibrate::a16", a.size()),
-      b16("trellis::calibrate::b16", b.size());
-  kernels::to_half(Precision::bf16, a, a16);
-  kernels::to_half(Precision::bf16, b, b16);
-  const auto ao = kernels::GemmOperand::half(a16.data(), Precision::bf16, m, d);
-  const auto bo = kernels::GemmOperand::half(b16.data(), Precision::bf16, d, d);
-  return best_rate(flops, seconds,
-                   [&] { kernels::gemm(false, false, ao, bo, 0.0f, as_matrix(c, m, d)); });
+  kernels::HalfView x16("trellis::calibrate::x16", x.size()),
+      w16("trellis::calibrate::w16", w.size());
+  kernels::to_half(Precision::bf16, x, x16);
+  kernels::to_half(Precision::bf16, w, w16);
+  const auto xo = kernels::GemmOperand::half(x16.data(), Precision::bf16, m, d);
+  const auto wo = kernels::GemmOperand::half(w16.data(), Precision::bf16, d, d);
+  return sustained_rate(flops, seconds, world, [&] {
+    kernels::gemm(false, true, xo, wo, 0.0f, as_matrix(y, m, d));
+    kernels::gemm(true, false, xo, xo, 1.0f, as_matrix(dw, d, d));
+    kernels::gemm(false, false, xo, wo, 0.0f, as_matrix(y, m, d));
+  });
 }
 
-// The flash kernels' forward + backward at T = 256, 4 heads of 64, 8 sequences, counted as the
-// models count them (12 T d per row, the full square).
-double attention_rate(double seconds) {
-  const int T = 256, heads = 4, hd = 64, d = heads * hd, n = 8 * T;
-  FloatView qkv("trellis::calibrate::qkv", static_cast<std::size_t>(n) * 3 * d),
-      out("trellis::calibrate::out", static_cast<std::size_t>(n) * d),
-      dout("trellis::calibrate::dout", static_cast<std::size_t>(n) * d),
-      lse("trellis::calibrate::lse", static_cast<std::size_t>(n) * heads),
-      delta("trellis::calibrate::delta", static_cast<std::size_t>(n) * heads),
-      dqkv("trellis::calibrate::dqkv", static_cast<std::size_t>(n) * 3 * d);
+// The flash kernels' forward + backward at T = 256 and width 256 in heads of head_dim, 8
+// sequences, counted as the models count them (12 T d per row, the full square).
+double attention_rate(int head_dim, double seconds, MPI_Comm world) {
+  const int T = 256, d = 256, heads = d / head_dim, n = 8 * T;
+  const auto floats = [](int r, int c) { return static_cast<std::size_t>(r) * c; };
+  FloatView qkv("trellis::calibrate::qkv", floats(n, 3 * d)),
+      out("trellis::calibrate::out", floats(n, d)), dout("trellis::calibrate::dout", floats(n, d)),
+      lse("trellis::calibrate::lse", floats(n, heads)),
+      delta("trellis::calibrate::delta", floats(n, heads)),
+      dqkv("trellis::calibrate::dqkv", floats(n, 3 * d));
   kernels::fill(qkv, 0.01f);
   kernels::fill(dout, 0.01f);
   const kernels::FlashAttentionShape shape{heads, T, heads};
   const kernels::DropoutMask none{};
-  const double flops = 12.0 * T * d * n;
-  return best_rate(flops, seconds, [&] {
+  return sustained_rate(12.0 * T * d * n, seconds, world, [&] {
     kernels::flash_attention_forward(as_matrix(qkv, n, 3 * d), shape, as_matrix(out, n, d), lse,
                                      none);
     kernels::flash_attention_backward(as_matrix(qkv, n, 3 * d), as_matrix(out, n, d),
@@ -84,15 +96,31 @@ double attention_rate(double seconds) {
   });
 }
 
-// Bytes per second of a = b + s c over 3 x 32 MiB (two reads, one write per element).
-double memory_bandwidth(double seconds) {
-  const std::size_t n = 8u << 20;
-  std::vector<float> a(n, 0.0f), b(n, 1.0f), c(n, 2.0f);
-  float* pa = a.data();
-  const float *pb = b.data(), *pc = c.data();
-  return best_rate(12.0 * n, seconds, [&] {
-    for (std::size_t i = 0; i < n; ++i) pa[i] = pb[i] + 0.5f * pc[i];
-    asm volatile("" : : "r"(pa) : "memory");
+// Bytes per second of the element-wise kernels a block runs, counted as model_work.hpp counts
+// them: a LayerNorm forward (2 floats per element) and backward (4), a bias + GELU forward (3)
+// and backward (3), and a residual add (3), on [2048 x 512].
+double elementwise_rate(double seconds, MPI_Comm world) {
+  const int n = kRows, d = 512;
+  const std::size_t size = static_cast<std::size_t>(n) * d;
+  FloatView x("trellis::calibrate::ex", size), y("trellis::calibrate::ey", size),
+      dy("trellis::calibrate::edy", size), dx("trellis::calibrate::edx", size),
+      gamma("trellis::calibrate::gamma", d), beta("trellis::calibrate::beta", d),
+      dgamma("trellis::calibrate::dgamma", d), dbeta("trellis::calibrate::dbeta", d),
+      mean("trellis::calibrate::mean", n), rstd("trellis::calibrate::rstd", n);
+  kernels::fill(x, 0.5f);
+  kernels::fill(dy, 0.01f);
+  kernels::fill(gamma, 1.0f);
+  const double floats = 15.0 * static_cast<double>(size);
+  return sustained_rate(4 * floats, seconds, world, [&] {
+    kernels::layernorm_forward(as_matrix(x, n, d), gamma, beta, 1e-5f, as_matrix(y, n, d), mean,
+                               rstd);
+    kernels::layernorm_backward(as_matrix(x, n, d), as_matrix(dy, n, d), gamma, mean, rstd,
+                                as_matrix(dx, n, d), dgamma, dbeta);
+    kernels::bias_activation_forward(as_matrix(y, n, d), beta, kernels::Activation::gelu,
+                                     as_matrix(dx, n, d));
+    kernels::bias_activation_backward(as_matrix(y, n, d), as_matrix(dy, n, d),
+                                      kernels::Activation::gelu, as_matrix(dx, n, d), dbeta);
+    kernels::add(x, dy, y);
   });
 }
 
@@ -129,6 +157,35 @@ LinkSpec ping_pong(MPI_Comm world, int a, int b) {
   return link;
 }
 
+// The all-reduce of every rank of `world` as the alpha-beta link that predicts it: alpha from an
+// 8-byte sum (2 (p - 1) alpha), beta from a 4 MiB one (2 (p - 1) / p bytes / beta). Measured,
+// not derived from a ping-pong, since the reduction's own arithmetic and the ranks' skew are
+// part of what a step waits for.
+LinkSpec all_reduce_link(MPI_Comm world) {
+  int size = 1;
+  TRELLIS_MPI(MPI_Comm_size(world, &size));
+  std::vector<float> data(1u << 20, 1.0f), sum(data.size());
+  const auto timed = [&](int count, int repeats) {
+    std::vector<double> times;
+    for (int r = 0; r < repeats; ++r) {
+      TRELLIS_MPI(MPI_Barrier(world));
+      const double start = MPI_Wtime();
+      TRELLIS_MPI(MPI_Allreduce(data.data(), sum.data(), count, MPI_FLOAT, MPI_SUM, world));
+      times.push_back(MPI_Wtime() - start);
+    }
+    std::nth_element(times.begin(), times.begin() + repeats / 2, times.end());
+    double median = times[static_cast<std::size_t>(repeats / 2)];
+    TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, world));
+    return median;
+  };
+  const double small = timed(2, 200), large = timed(static_cast<int>(data.size()), 20);
+  const double p = size, bytes = 4.0 * static_cast<double>(data.size());
+  LinkSpec link;
+  link.latency_us = small / (2 * (p - 1)) * 1e6;
+  link.bandwidth_gbs = 2 * (p - 1) / p * bytes / std::max(large - small, 1e-9) / 1e9;
+  return link;
+}
+
 double slowest(double value, MPI_Comm world) {
   double out = 0;
   TRELLIS_MPI(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MIN, world));
@@ -145,7 +202,9 @@ MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_coun
   const double s = options.seconds_per_measurement;
   const bool half = kernels::native_gemm_available(Precision::bf16) &&
                     kernels::measured_bf16_gemm_speedup() >= kernels::kNativeBf16MinSpeedup;
-  const int total = static_cast<int>(kDims.size()) * (half ? 2 : 1) + 4;
+  const std::vector<int> head_dims = {32, 64, 128};
+  const int total =
+      static_cast<int>(kDims.size()) * (half ? 2 : 1) + static_cast<int>(head_dims.size()) + 3;
   int done = 0;
   const auto step = [&](const std::string& what) {
     ++done;
@@ -158,13 +217,13 @@ MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_coun
   m.devices_per_node = node_local_size;
   std::vector<double> fp32, bf16;
   for (int d : kDims) {
-    fp32.push_back(slowest(gemm_rate(d, false, s), world));
+    fp32.push_back(slowest(gemm_rate(d, false, s, world), world));
     step("GEMM fp32 [2048 x " + std::to_string(d) + "] x [" + std::to_string(d) + " x " +
          std::to_string(d) + "]");
   }
   if (half)
     for (int d : kDims) {
-      bf16.push_back(slowest(gemm_rate(d, true, s), world));
+      bf16.push_back(slowest(gemm_rate(d, true, s, world), world));
       step("GEMM bf16 [2048 x " + std::to_string(d) + "]");
     }
   const double peak32 = *std::max_element(fp32.begin(), fp32.end());
@@ -179,13 +238,17 @@ MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_coun
   m.gemm_efficiency_bf16.clear();
   for (std::size_t i = 0; i < kDims.size(); ++i)
     m.gemm_efficiency_bf16.emplace_back(kDims[i], rates16[i] / peak16);
-  const double attention = slowest(attention_rate(s), world);
-  step("flash attention forward + backward");
-  m.attention_efficiency_fp32 = attention / peak32;
-  m.attention_efficiency_bf16 = attention / peak16;  // the flash kernels compute in fp32
-  m.memory_bandwidth_gbs = slowest(memory_bandwidth(s), world) * 1e-9;
-  step("memory bandwidth (triad)");
-  if (size > 1) m.intra_node = ping_pong(world, 0, 1);
+  m.attention_efficiency_fp32.clear();
+  m.attention_efficiency_bf16.clear();
+  for (int head_dim : head_dims) {
+    const double rate = slowest(attention_rate(head_dim, s, world), world);
+    m.attention_efficiency_fp32.emplace_back(head_dim, rate / peak32);
+    m.attention_efficiency_bf16.emplace_back(head_dim, rate / peak16);  // fp32 flash kernels
+    step("flash attention forward + backward, head dim " + std::to_string(head_dim));
+  }
+  m.memory_bandwidth_gbs = slowest(elementwise_rate(s, world), world) * 1e-9;
+  step("element-wise kernels (norm, GELU, residual add)");
+  if (size > 1) m.intra_node = node_count > 1 ? ping_pong(world, 0, 1) : all_reduce_link(world);
   step("MPI latency and bandwidth in the node");
   if (node_count > 1 && size > node_local_size) m.inter_node = ping_pong(world, 0, node_local_size);
   step("MPI latency and bandwidth between nodes");

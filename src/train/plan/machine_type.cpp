@@ -37,8 +37,18 @@ double MachineType::gemm_efficiency(const std::string& precision, double min_dim
   return curve.back().second;
 }
 
-double MachineType::attention_efficiency(const std::string& precision) const {
-  return precision == "fp32" ? attention_efficiency_fp32 : attention_efficiency_bf16;
+double MachineType::attention_efficiency(const std::string& precision, double head_dim) const {
+  const EfficiencyCurve& curve =
+      precision == "fp32" ? attention_efficiency_fp32 : attention_efficiency_bf16;
+  if (curve.empty()) return 0.5;
+  if (head_dim <= curve.front().first) return curve.front().second;
+  for (std::size_t i = 1; i < curve.size(); ++i) {
+    if (head_dim > curve[i].first) continue;
+    const auto& [d0, e0] = curve[i - 1];
+    const auto& [d1, e1] = curve[i];
+    return e0 + std::log(head_dim / d0) / std::log(d1 / d0) * (e1 - e0);
+  }
+  return curve.back().second;
 }
 
 double MachineType::price_multiplier(int hour) const {
@@ -82,6 +92,11 @@ int integer(const std::string& text, const std::string& where, int minimum) {
 
 EfficiencyCurve curve(const std::string& text, const std::string& where) {
   EfficiencyCurve out;
+  if (text.find(':') == std::string::npos) {  // one fraction for every size
+    const double fraction = number(text, where, 1e-6);
+    if (fraction > 1) throw ConfigError(where + " = " + text + ": a fraction above 1");
+    return {{1, fraction}};
+  }
   std::istringstream in(text);
   std::string pair;
   while (in >> pair) {
@@ -154,8 +169,14 @@ const std::vector<Field>& fields() {
        [](M& t, const std::string& v, const std::string& w) {
          t.gemm_efficiency_bf16 = curve(v, w);
        }},
-      {"attention_efficiency_fp32", true, real(&M::attention_efficiency_fp32, 1e-6)},
-      {"attention_efficiency_bf16", false, real(&M::attention_efficiency_bf16, 0)},
+      {"attention_efficiency_fp32", true,
+       [](M& t, const std::string& v, const std::string& w) {
+         t.attention_efficiency_fp32 = curve(v, w);
+       }},
+      {"attention_efficiency_bf16", false,
+       [](M& t, const std::string& v, const std::string& w) {
+         t.attention_efficiency_bf16 = curve(v, w);
+       }},
       {"memory_bandwidth_gbs", true, real(&M::memory_bandwidth_gbs, 1e-6)},
       {"intra_node_bandwidth_gbs", true,
        [](M& t, const std::string& v, const std::string& w) {
@@ -242,7 +263,8 @@ std::vector<MachineType> parse_cluster_text(const std::string& text, const std::
     if (m.comm_overlap > 1)
       throw ConfigError(source + ": [" + name + "] comm_overlap must be within [0, 1]");
     if (m.gemm_efficiency_bf16.empty()) m.gemm_efficiency_bf16 = m.gemm_efficiency_fp32;
-    if (m.attention_efficiency_bf16 <= 0) m.attention_efficiency_bf16 = m.attention_efficiency_fp32;
+    if (m.attention_efficiency_bf16.empty())
+      m.attention_efficiency_bf16 = m.attention_efficiency_fp32;
     if (m.peak_tflops_bf16 <= 0) m.peak_tflops_bf16 = m.peak_tflops_fp32;
     if (m.peak_tflops_fp16 <= 0) m.peak_tflops_fp16 = m.peak_tflops_bf16;
     machines.push_back(m);
@@ -280,8 +302,8 @@ void write_machine_type(std::ostream& out, const MachineType& m) {
       << "peak_tflops_fp16 = " << format_text("%.4g", m.peak_tflops_fp16) << "\n"
       << "gemm_efficiency_fp32 = " << curve_text(m.gemm_efficiency_fp32) << "\n"
       << "gemm_efficiency_bf16 = " << curve_text(m.gemm_efficiency_bf16) << "\n"
-      << "attention_efficiency_fp32 = " << format_text("%.3f", m.attention_efficiency_fp32) << "\n"
-      << "attention_efficiency_bf16 = " << format_text("%.3f", m.attention_efficiency_bf16) << "\n"
+      << "attention_efficiency_fp32 = " << curve_text(m.attention_efficiency_fp32) << "\n"
+      << "attention_efficiency_bf16 = " << curve_text(m.attention_efficiency_bf16) << "\n"
       << "memory_bandwidth_gbs = " << format_text("%.4g", m.memory_bandwidth_gbs) << "\n"
       << "intra_node_bandwidth_gbs = " << format_text("%.4g", m.intra_node.bandwidth_gbs) << "\n"
       << "intra_node_latency_us = " << format_text("%.3g", m.intra_node.latency_us) << "\n"

@@ -91,6 +91,19 @@ std::vector<std::string> plan_overrides(const TrainConfig& config, const Plan& p
 
 namespace {
 
+// Powers of two up to `largest` that divide the local batch, the whole local batch (no
+// accumulation) and the configuration's own micro-batch where it divides.
+std::vector<std::int64_t> micro_batches(std::int64_t local, const TrainConfig& config,
+                                        std::int64_t largest) {
+  std::vector<std::int64_t> out;
+  for (int m : powers_of_two_up_to(std::min(local, largest)))
+    if (local % m == 0) out.push_back(m);
+  for (std::int64_t m : {local, config.train.micro_batch})
+    if (m > 0 && local % m == 0 && std::find(out.begin(), out.end(), m) == out.end())
+      out.push_back(m);
+  return out;
+}
+
 // Every layout of one machine type the grid and the batch allow, before memory is asked.
 struct Candidate {
   PlanLayout layout;
@@ -132,8 +145,7 @@ std::vector<Candidate> candidate_layouts(const MachineType& machine, const PlanR
           for (const std::string& precision : precisions)
             for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
               for (const std::string& recompute : recomputes)
-                for (int micro : powers_of_two_up_to(std::min(local, request.max_micro_batch))) {
-                  if (local % micro != 0) continue;
+                for (std::int64_t micro : micro_batches(local, config, request.max_micro_batch)) {
                   Candidate c = base;
                   PlanLayout& l = c.layout;
                   l.nodes = nodes, l.dp = dp, l.tp = tp, l.pp = pp;

@@ -97,12 +97,17 @@ PassTimes unit_times(const UnitWork& u, double samples, const PlanLayout& layout
     const double m = g.m * samples;
     const double eff = std::max(1e-3, machine.gemm_efficiency(precision, std::min({m, g.n, g.k})));
     const double one = 2 * m * g.n * g.k / (peak * eff);
-    t.forward += one;
-    t.backward += (g.input_grad ? 2 : 1) * one;
-    recompute += one;
+    // Autocast rounds each GEMM's input and output gradient into its 16-bit operand buffers
+    // (4 bytes read, 2 written per element) and the dx result back.
+    const double rounding =
+        precision == "fp32" ? 0 : 6 * m * (g.k + g.n + (g.input_grad ? g.k : 0)) / bandwidth;
+    t.forward += one + rounding / 3;
+    t.backward += (g.input_grad ? 2 : 1) * one + rounding * 2 / 3;
+    recompute += one + rounding / 3;
   }
-  const double attention = u.attention_flops * samples /
-                           (peak * std::max(1e-3, machine.attention_efficiency(precision)));
+  const double attention =
+      u.attention_flops * samples /
+      (peak * std::max(1e-3, machine.attention_efficiency(precision, u.attention_head_dim)));
   t.forward += attention / 3;  // QK^T and AV forward: 4 of the 12 T d FLOPs per row
   t.backward += attention * 2 / 3;
   const double conv =

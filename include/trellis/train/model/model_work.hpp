@@ -29,7 +29,8 @@ struct TpCollectiveWork {
 
 struct UnitWork {
   std::vector<GemmWork> gemms;
-  double attention_flops = 0;     // forward + backward, this tp rank's heads
+  double attention_flops = 0;  // forward + backward, this tp rank's heads
+  double attention_head_dim = 0;
   double conv_flops = 0;          // forward + backward
   double elementwise_floats = 0;  // forward + backward floats read and written by element-wise
                                   // passes (norms, activations, residual adds, softmax, loss)

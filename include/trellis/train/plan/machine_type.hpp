@@ -34,8 +34,11 @@ struct MachineType {
   double device_memory_gib = 0;
   double peak_tflops_fp32 = 0, peak_tflops_bf16 = 0, peak_tflops_fp16 = 0;
   EfficiencyCurve gemm_efficiency_fp32, gemm_efficiency_bf16;
-  double attention_efficiency_fp32 = 0, attention_efficiency_bf16 = 0;
-  double memory_bandwidth_gbs = 0;  // element-wise kernels, achieved, per device
+  // The attention kernels' fraction of the peak by head dimension (one value: every head dim).
+  EfficiencyCurve attention_efficiency_fp32, attention_efficiency_bf16;
+  // Element-wise kernels, achieved, per device: the bytes the model's work counts
+  // (model_work.hpp) over the time the norm, activation and residual kernels take.
+  double memory_bandwidth_gbs = 0;
   LinkSpec intra_node, inter_node;
   double checkpoint_bandwidth_gbs = 0;  // per node, to the checkpoint file system
   double price_per_device_hour = 0;
@@ -56,7 +59,7 @@ struct MachineType {
   double peak_tflops(const std::string& precision) const;  // "fp32" | "bf16" | "fp16"
   // Achieved fraction of the peak for a GEMM whose smallest dimension is `min_dim`.
   double gemm_efficiency(const std::string& precision, double min_dim) const;
-  double attention_efficiency(const std::string& precision) const;
+  double attention_efficiency(const std::string& precision, double head_dim) const;
   // The price multiplier at hour-of-day `hour` (0..23, UTC).
   double price_multiplier(int hour) const;
 };
