@@ -73,6 +73,7 @@ ModelWork cnn_work(const ModelConfig& model, const DataShape& data, int, int, bo
     const double convs = 1 + 2.0 * model.blocks;
     u.conv_flops += 6 * 9 * pixels * w * (channels + (convs - 1) * w);
     u.elementwise_floats += 12 * convs * w * pixels;
+    u.kernels += 8 * convs;  // convolution, BatchNorm, ReLU, forward and backward
     channels = w;
   }
   u.gemms.push_back({1, static_cast<double>(data.classes), channels});

@@ -28,6 +28,7 @@ ModelWork decoder_work(const nn::GptSpec& spec, int tp, bool sequence_parallel) 
   embed.elementwise_floats = 4 * T * d;
   embed.params = V * d / p + (spec.positions == nn::Positions::learned ? T * d : 0);
   embed.output_floats = T * d;
+  embed.kernels = 6;
   if (tp > 1) embed.tp_collectives.push_back({TpCollective::all_reduce, T * d, 1});
   work.units.push_back(embed);
 
@@ -36,6 +37,9 @@ ModelWork decoder_work(const nn::GptSpec& spec, int tp, bool sequence_parallel) 
     u.block = true;
     u.params = static_cast<double>(nn::gpt_block_params(spec)) / p;
     u.output_floats = T * d;
+    // 4 Linears (3 GEMMs each, a bias or epilogue pass), 2 norms, attention, rope, MLP
+    // activation, residual adds and copies, forward and backward: about 40.
+    u.kernels = 40;
     u.gemms.push_back({T, qkv / p, d});                   // c_attn (column)
     u.gemms.push_back({T, d, d / p});                     // attn c_proj (row)
     u.gemms.push_back({T, (swiglu ? 2 : 1) * f / p, d});  // c_fc (column)
@@ -62,6 +66,7 @@ ModelWork decoder_work(const nn::GptSpec& spec, int tp, bool sequence_parallel) 
 
   UnitWork head;  // ln_f, the head's GEMM over this rank's vocabulary slice, the loss
   head.gemms.push_back({T, V / p, d});
+  head.kernels = 10;
   head.elementwise_floats = 6 * T * d + 4 * T * V / p;
   head.params = 2 * d + (spec.tied_head ? 0 : V * d / p);
   work.tied_table = spec.tied_head;

@@ -62,6 +62,7 @@ ModelWork mlp_work(const ModelConfig& model, const DataShape& data, int, int tp,
     work.params += in * out + out;
     u.params = (in * out + out) / p;
     u.output_floats = out;
+    u.kernels = 6;  // 3 GEMMs, the epilogue and its backward, the bias gradient
     work.units.push_back(u);
     in = out;
   }
@@ -70,6 +71,7 @@ ModelWork mlp_work(const ModelConfig& model, const DataShape& data, int, int tp,
   head.gemms.push_back(
       {1, static_cast<double>(data.classes), row_head ? in / p : in, !model.hidden.empty()});
   head.elementwise_floats = 4.0 * data.classes;
+  head.kernels = 8;
   if (row_head) head.tp_collectives.push_back({TpCollective::all_reduce, 1.0 * data.classes, 1});
   work.params += in * data.classes + data.classes;
   head.params = (row_head ? in / p : in) * data.classes + data.classes;

@@ -208,6 +208,7 @@ const std::vector<Field>& fields() {
       {"calibrated", false,
        [](M& t, const std::string& v, const std::string& w) { t.calibrated = boolean(v, w); }},
       {"comm_overlap", false, real(&M::comm_overlap, 0)},
+      {"kernel_launch_us", false, real(&M::kernel_launch_us, 0)},
       {"device_kind", false,
        [](M& t, const std::string& v, const std::string& w) {
          if (v != "cpu" && v != "gpu") throw ConfigError(w + " = '" + v + "': expected cpu or gpu");
@@ -317,6 +318,7 @@ void write_machine_type(std::ostream& out, const MachineType& m) {
       << "min_nodes = " << m.min_nodes << "\n"
       << "max_nodes = " << m.max_nodes << "\n"
       << "comm_overlap = " << format_text("%g", m.comm_overlap) << "\n"
+      << "kernel_launch_us = " << format_text("%g", m.kernel_launch_us) << "\n"
       << "calibrated = " << (m.calibrated ? "true" : "false") << "\n";
   if (!m.price_windows.empty()) {
     out << "price_windows =";

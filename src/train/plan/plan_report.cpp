@@ -14,6 +14,7 @@ namespace trellis {
 namespace {
 
 std::string hours_text(double hours) {
+  if (hours < 1.0 / 60) return format_text("%.0f s", hours * 3600);
   if (hours < 1) return format_text("%.0f min", hours * 60);
   if (hours < 48) return format_text("%.1f h", hours);
   return format_text("%.1f d", hours / 24);

@@ -127,6 +127,9 @@ PassTimes unit_times(const UnitWork& u, double samples, const PlanLayout& layout
                            : all_gather_seconds(bytes, layout.tp, link);
     t.tp_comm += c.calls * one;
   }
+  const double launches = u.kernels * machine.kernel_launch_us * 1e-6;
+  t.forward += launches / 3;
+  t.backward += launches * 2 / 3;
   t.forward += t.tp_comm / 2;
   t.backward += t.tp_comm / 2;
   if (u.block && layout.recompute == "full") t.backward += recompute + t.tp_comm / 2;

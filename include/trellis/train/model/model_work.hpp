@@ -37,6 +37,7 @@ struct UnitWork {
   double recompute_floats = 0;    // of those, the forward passes a full recomputation reruns
   std::vector<TpCollectiveWork> tp_collectives;
   double params = 0;         // this tp rank's parameters
+  double kernels = 0;        // kernel launches per micro-batch, forward + backward
   double output_floats = 0;  // per sample: the activations a pipeline stage ending here sends
   bool block = false;        // a unit memory.recompute = full recomputes
 };

@@ -54,6 +54,9 @@ struct MachineType {
   // Fraction of the data-parallel gradient exchange hidden behind backward (0: none, as on
   // CPU ranks that have no spare core to progress it).
   double comm_overlap = 0;
+  // Fixed cost of one kernel launch in microseconds (GPUs: the launch and its gap), which
+  // small micro-batches pay more often.
+  double kernel_launch_us = 0;
 
   bool has_spot() const { return spot_price_per_device_hour > 0 && spot_mtbi_hours > 0; }
   double peak_tflops(const std::string& precision) const;  // "fp32" | "bf16" | "fp16"
