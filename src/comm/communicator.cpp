@@ -1,6 +1,7 @@
 #include "trellis/comm/communicator.hpp"
 #include "trellis/comm/shape_only_communicator.hpp"
 
+#include "trellis/comm/counting_communicator.hpp"
 #include "trellis/comm/mpi_communicator.hpp"
 #include "trellis/core/error.hpp"
 
@@ -32,13 +33,19 @@ const char* comm_backend_name(CommBackend backend) {
   return backend == CommBackend::nccl ? "nccl" : "mpi";
 }
 
-std::unique_ptr<Communicator> make_communicator(CommBackend backend, const MpiComm& comm) {
+namespace {
+std::unique_ptr<Communicator> make_backend(CommBackend backend, const MpiComm& comm) {
 #ifdef TRELLIS_ENABLE_NCCL
   if (backend == CommBackend::nccl) return std::make_unique<NcclCommunicator>(comm);
 #endif
   if (backend == CommBackend::nccl)
     throw ConfigError("parallel.backend = nccl is not available in this build");
   return std::make_unique<MpiCommunicator>(comm);
+}
+}  // namespace
+
+std::unique_ptr<CountingCommunicator> make_communicator(CommBackend backend, const MpiComm& comm) {
+  return std::make_unique<CountingCommunicator>(make_backend(backend, comm));
 }
 
 }  // namespace trellis

@@ -52,6 +52,14 @@ Communicator& ProcessGrid::communicator(Axis axis) const {
   return *communicators_[static_cast<int>(axis)];
 }
 
+const CollectiveTally& ProcessGrid::tally(Axis axis) const {
+  return communicators_[static_cast<int>(axis)]->tally();
+}
+
+CollectiveTally ProcessGrid::embedding_tally() const {
+  return embedding_communicator_ ? embedding_communicator_->tally() : CollectiveTally{};
+}
+
 const MpiComm& ProcessGrid::comm(Axis axis) const { return axis_comms_[static_cast<int>(axis)]; }
 
 }  // namespace trellis

@@ -1,5 +1,6 @@
 #include "trellis/parallel/zero_groups.hpp"
 
+#include "trellis/comm/counting_communicator.hpp"
 #include "trellis/comm/mpi_check.hpp"
 #include "trellis/core/error.hpp"
 

@@ -8,12 +8,14 @@
 
 #include "unit/support/nn_helpers.hpp"
 
+#include "trellis/comm/counting_communicator.hpp"
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/comm/mpi_communicator.hpp"
 #include "trellis/comm/process_grid.hpp"
 
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -209,4 +211,40 @@ TEST_CASE("MpiCommunicator over each axis of a process grid", "[comm_mpi]") {
     CHECK(comm.rank() == grid.coords().along(axis));
     check_collectives(comm, axis_name(axis));
   }
+}
+
+TEST_CASE("make_communicator counts what it issues, by kind and bytes", "[comm_mpi]") {
+  const MpiComm world = MpiComm::duplicate(MPI_COMM_WORLD);
+  const std::unique_ptr<CountingCommunicator> comm = make_communicator(CommBackend::mpi, world);
+  const int p = comm->size(), r = comm->rank();
+  const std::size_t n = kCount;
+  FloatView x("x", n * static_cast<std::size_t>(p)), y("y", n * static_cast<std::size_t>(p));
+  comm->all_reduce(x.data(), n, ReduceOp::sum);
+  CommRequest request = comm->start_all_reduce(x.data(), n, ReduceOp::sum);
+  comm->wait(request);
+  comm->reduce_scatter(x.data(), y.data(), n, ReduceOp::sum);
+  comm->all_gather(x.data(), y.data(), n);
+  comm->group_start();
+  comm->send(x.data(), n, (r + 1) % p);
+  comm->recv(y.data(), n, (r + p - 1) % p);
+  comm->group_end();
+  const CollectiveTally& t = comm->tally();
+  if (p == 1) {
+    CHECK(t.empty());  // nothing moves over one rank
+    return;
+  }
+  const double block = 4.0 * n;
+  CHECK(t[CollectiveKind::all_reduce].calls == 2);
+  CHECK(t[CollectiveKind::all_reduce].bytes == 2 * block);
+  // Reduce-scatter and all-gather count the whole tensor, p blocks.
+  CHECK(t[CollectiveKind::reduce_scatter].calls == 1);
+  CHECK(t[CollectiveKind::reduce_scatter].bytes == p * block);
+  CHECK(t[CollectiveKind::all_gather].bytes == p * block);
+  CHECK(t[CollectiveKind::send].calls == 1);
+  CHECK(t[CollectiveKind::recv].bytes == block);
+  CHECK(t[CollectiveKind::broadcast].calls == 0);
+  const CollectiveTally before = t;
+  comm->all_reduce(x.data(), n, ReduceOp::sum);
+  CHECK((comm->tally() - before)[CollectiveKind::all_reduce].calls == 1);
+  CHECK(comm->blocked_seconds() > 0);  // the backend's blocked time shows through
 }

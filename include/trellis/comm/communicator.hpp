@@ -4,7 +4,8 @@
 //                     CUDA-aware MPI
 //   NcclCommunicator  (comm/nccl_communicator.hpp, TRELLIS_ENABLE_NCCL) device buffers, work
 //                     enqueued on a communication stream ordered after Kokkos' execution space
-// chosen at run time by parallel.backend = auto | mpi | nccl (make_communicator).
+// chosen at run time by parallel.backend = auto | mpi | nccl (make_communicator, in
+// comm/counting_communicator.hpp: the backend wrapped in a CountingCommunicator).
 //
 // Buffers are float arrays in Kokkos' default memory space (the model's Views). Every call
 // orders itself after kernels already launched on the default execution space, so callers
@@ -102,8 +103,5 @@ class Communicator {
   Communicator() = default;
   double blocked_seconds_ = 0;
 };
-
-// A communicator over the ranks of `comm` (which must outlive it). Collective over `comm`.
-std::unique_ptr<Communicator> make_communicator(CommBackend backend, const MpiComm& comm);
 
 }  // namespace trellis

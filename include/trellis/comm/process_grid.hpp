@@ -3,7 +3,8 @@
 // the model's float traffic. Passed explicitly to whatever needs it; never global.
 #pragma once
 
-#include "trellis/comm/communicator.hpp"
+#include "trellis/comm/collective_tally.hpp"
+#include "trellis/comm/counting_communicator.hpp"
 #include "trellis/comm/grid_layout.hpp"
 #include "trellis/comm/mpi_comm.hpp"
 
@@ -44,6 +45,10 @@ class ProcessGrid {
   // share the GPT's tied token table): a 2-rank group with the first stage as rank 0. nullptr
   // on every other rank and when pp == 1.
   Communicator* embedding_group() const { return embedding_communicator_.get(); }
+  // What this rank has issued so far over an axis's communicator (the trainer takes a step's
+  // difference); the embedding group's, empty where this rank has none.
+  const CollectiveTally& tally(Axis axis) const;
+  CollectiveTally embedding_tally() const;
 
  private:
   MpiComm world_;
@@ -51,9 +56,9 @@ class ProcessGrid {
   GridCoords coords_;
   MpiComm axis_comms_[3];
   CommBackend backend_;
-  std::unique_ptr<Communicator> communicators_[3];
+  std::unique_ptr<CountingCommunicator> communicators_[3];
   MpiComm embedding_comm_;
-  std::unique_ptr<Communicator> embedding_communicator_;
+  std::unique_ptr<CountingCommunicator> embedding_communicator_;
   bool tp_spans_nodes_ = false;
 };
 

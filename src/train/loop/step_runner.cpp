@@ -75,6 +75,7 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
   record.epoch = epoch;
   record.step = completed_ + 1;
   record.lr = model_.schedule().lr(completed_);
+  const StepCollectives issued_before = issued();
 
   Stopwatch phase;
   trace::Span data_span("io", "data");
@@ -130,7 +131,17 @@ StepRecord StepRunner::run(std::int64_t epoch, std::int64_t step_in_epoch) {
     update(record, grads, phase);
   }
   record.times.total = whole.seconds();
+  const StepCollectives issued_after = issued();
+  record.collectives = {issued_after.tp - issued_before.tp, issued_after.dp - issued_before.dp,
+                        issued_after.pp - issued_before.pp,
+                        issued_after.embedding - issued_before.embedding};
+  last_collectives_ = record.collectives;
   return record;
+}
+
+StepCollectives StepRunner::issued() const {
+  return {grid_.tally(Axis::tp), grid_.tally(Axis::dp), grid_.tally(Axis::pp),
+          grid_.embedding_tally()};
 }
 
 StepRunner::BatchSums StepRunner::forward_backward(const LocalPart& part, StepRecord& record) {

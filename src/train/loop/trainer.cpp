@@ -384,6 +384,7 @@ void Trainer::finish(const std::string& finish_reason, bool write_weights) {
   summary.pipeline_bubble_fraction = bubble_fraction(
       grid_->size(Axis::pp), static_cast<int>(config_.accumulation_steps(grid_->size(Axis::dp))));
   summary.skipped_steps = runner_->skipped();
+  summary.collectives_per_step = runner_->last_collectives();
   const nn::Autocast& autocast = model_->store().autocast();
   summary.precision = precision_name(autocast.mode);
   if (autocast.active())

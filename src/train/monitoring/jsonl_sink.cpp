@@ -26,6 +26,28 @@ void add_phase_times(JsonLine& line, const StepTimes& t) {
       .add("checkpoint_time_s", t.checkpoint);
 }
 
+// {"all_reduce": {"calls": N, "bytes": B}, ...}: the kinds the step issued.
+JsonLine tally_json(const CollectiveTally& tally) {
+  JsonLine out;
+  for (std::size_t k = 0; k < kCollectiveKinds; ++k) {
+    const CollectiveCount& c = tally.by_kind[k];
+    if (c.calls == 0) continue;
+    JsonLine one;
+    one.add("calls", c.calls).add("bytes", c.bytes);
+    out.add_object(collective_kind_name(static_cast<CollectiveKind>(k)), one);
+  }
+  return out;
+}
+
+JsonLine collectives_json(const StepCollectives& c) {
+  JsonLine out;
+  out.add_object("tp", tally_json(c.tp))
+      .add_object("dp", tally_json(c.dp))
+      .add_object("pp", tally_json(c.pp))
+      .add_object("embedding", tally_json(c.embedding));
+  return out;
+}
+
 }  // namespace
 
 JsonlSink::JsonlSink(const std::string& run_dir, std::int64_t resumed_step)
@@ -128,9 +150,10 @@ void JsonlSink::summary(const RunSummary& r) {
       .add("memory_peak_rank", r.memory.peak_rank)
       .add_object("memory_at_peak", memory_json(r.memory.at_peak))
       .add_object("memory_peak", memory_json(r.memory.peak))
-      .add("memory_plan_bytes", std::accumulate(r.memory_plan.begin(), r.memory_plan.end(),
-                                                std::int64_t{0}))
-      .add_object("memory_plan", memory_json(r.memory_plan));
+      .add("memory_plan_bytes",
+           std::accumulate(r.memory_plan.begin(), r.memory_plan.end(), std::int64_t{0}))
+      .add_object("memory_plan", memory_json(r.memory_plan))
+      .add_object("collectives_per_step", collectives_json(r.collectives_per_step));
   const std::string path = run_dir_ + "/summary.json";
   std::ofstream out(path);
   out << s.str() << "\n";

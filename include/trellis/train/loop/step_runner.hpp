@@ -49,6 +49,8 @@ class StepRunner {
 
   std::int64_t completed() const { return completed_; }
   std::int64_t skipped() const { return skipped_; }
+  // What this rank issued over each axis in the last step run (empty before the first).
+  const StepCollectives& last_collectives() const { return last_collectives_; }
   // After a resume: where the run continues.
   void restore(std::int64_t completed, std::int64_t skipped) {
     completed_ = completed;
@@ -69,6 +71,7 @@ class StepRunner {
   void skip(StepRecord& record);  // the fault.nonfinite policy
   // A loss-scaler overflow: skipped and counted, never against fault.max_skips.
   void overflow_skip(StepRecord& record, float new_scale);
+  StepCollectives issued() const;  // the grid's tallies so far
 
   const TrainConfig& config_;
   const ProcessGrid& grid_;
@@ -80,6 +83,7 @@ class StepRunner {
   Logger log_;
   std::int64_t completed_ = 0;  // optimizer steps taken (skipped ones included)
   std::int64_t skipped_ = 0, consecutive_skips_ = 0;
+  StepCollectives last_collectives_;
 };
 
 }  // namespace trellis

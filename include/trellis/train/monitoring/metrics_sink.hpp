@@ -89,6 +89,7 @@ struct RunSummary {
   double flops_per_sample = 0, tflops = 0, peak_tflops_per_device = 0, mfu = 0;
   std::string peak_source;
   StepTimes per_step;  // mean seconds per step of each phase (checkpoints included)
+  StepCollectives collectives_per_step;  // rank 0's, in the last step
   double step_time_s = 0;
   std::int64_t skipped_steps = 0, host_rss_bytes = 0;
   std::string precision;  // "fp32", or e.g. "bf16 (emulated kernels)"
@@ -98,7 +99,7 @@ struct RunSummary {
   double price_per_device_hour = 0, spot_price_per_device_hour = 0;
   std::optional<EvalResult> last_eval;
   std::string weights_path;
-  MemoryPeaks memory;  // over the ranks
+  MemoryPeaks memory;         // over the ranks
   MemoryBytes memory_plan{};  // the plan's bytes of the rank that needs the most (memory_plan.hpp)
 };
 

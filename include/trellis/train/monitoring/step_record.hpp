@@ -2,6 +2,8 @@
 // metrics sink, the progress bar and the stop policy read.
 #pragma once
 
+#include "trellis/comm/collective_tally.hpp"
+
 #include <cstdint>
 
 namespace trellis {
@@ -24,6 +26,14 @@ struct StepTimes {
   }
 };
 
+// What this rank issued over each axis of the grid in one step (comm/collective_tally.hpp):
+// the float traffic of the layers, the gradient exchange and the pipeline; not the few-scalar
+// reductions of the loss and the norm, which go to MPI directly.
+struct StepCollectives {
+  CollectiveTally tp, dp, pp;
+  CollectiveTally embedding;  // the tied table's group (first and last pipeline stage)
+};
+
 struct StepRecord {
   std::int64_t step = 0;            // optimizer steps completed, this one included (1-based)
   std::int64_t epoch = 0;           // 0-based
@@ -40,6 +50,7 @@ struct StepRecord {
   double grad_wire_bytes = 0;       // data-parallel gradient bytes this rank sent this step
   double grad_fp32_bytes = 0;       // what an uncompressed fp32 exchange would have sent
   StepTimes times;
+  StepCollectives collectives;
 
   double loss() const { return targets > 0 ? loss_sum / targets : 0.0; }
 };
