@@ -29,7 +29,7 @@ ModelWork decoder_work(const nn::GptSpec& spec, int tp, bool sequence_parallel) 
   embed.params = V * d / p + (spec.positions == nn::Positions::learned ? T * d : 0);
   embed.output_floats = T * d;
   embed.kernels = 6;
-  if (tp > 1) embed.tp_collectives.push_back({TpCollective::all_reduce, T * d, 1});
+  if (tp > 1) embed.tp_collectives.push_back({TpCollective::all_reduce, T * d, 1, 1});
   work.units.push_back(embed);
 
   for (int i = 0; i < spec.n_layer; ++i) {
@@ -55,10 +55,17 @@ ModelWork decoder_work(const nn::GptSpec& spec, int tp, bool sequence_parallel) 
     u.recompute_floats = (2 * 2 + 2 * 3) * T * d * row_share + rope / 2 + 3 * T * f / p;
     if (tp > 1) {
       if (sequence_parallel) {
-        u.tp_collectives.push_back({TpCollective::all_gather, T * d, 4});
-        u.tp_collectives.push_back({TpCollective::reduce_scatter, T * d, 4});
+        // nn/transformer_sequence.cpp: forward gathers each norm's output and reduce-scatters
+        // the attention's and the MLP's partial sums; backward gathers their output gradients
+        // and the norms' outputs again, reduce-scatters the input gradients, and sums each
+        // norm parameter's gradient (weight, and LayerNorm's bias) over tp.
+        u.tp_collectives.push_back({TpCollective::all_gather, T * d, 6, 2});
+        u.tp_collectives.push_back({TpCollective::reduce_scatter, T * d, 4, 2});
+        const int norm_params = spec.norm == nn::NormKind::layernorm ? 2 : 1;
+        u.tp_collectives.push_back({TpCollective::all_reduce, 0, 2 * norm_params, 0, d});
       } else {
-        u.tp_collectives.push_back({TpCollective::all_reduce, T * d, 4});
+        // The attention's and the MLP's outputs in forward, their input gradients in backward.
+        u.tp_collectives.push_back({TpCollective::all_reduce, T * d, 4, 2});
       }
     }
     work.units.push_back(u);
@@ -72,9 +79,11 @@ ModelWork decoder_work(const nn::GptSpec& spec, int tp, bool sequence_parallel) 
   work.tied_table = spec.tied_head;
   work.tied_floats = V * d / p;
   if (tp > 1) {
-    head.tp_collectives.push_back({TpCollective::all_reduce, T * d, 1});  // the head's dx
-    head.tp_collectives.push_back({TpCollective::all_reduce, 4 * T, 3});  // max, sums, min
-    if (sequence_parallel) head.tp_collectives.push_back({TpCollective::all_gather, T * d, 2});
+    head.tp_collectives.push_back({TpCollective::all_reduce, T * d, 1, 0});  // the head's dx
+    // The vocabulary-parallel loss (nn/softmax_xent.cpp): each row's max and min, its 2 sums.
+    head.tp_collectives.push_back({TpCollective::all_reduce, T, 2, 2});
+    head.tp_collectives.push_back({TpCollective::all_reduce, 2 * T, 1, 1});
+    if (sequence_parallel) head.tp_collectives.push_back({TpCollective::all_gather, T * d, 2, 1});
   }
   work.units.push_back(head);
   return work;

@@ -57,8 +57,10 @@ ModelWork mlp_work(const ModelConfig& model, const DataShape& data, int, int tp,
     u.gemms.push_back({1, column ? out / p : out, column ? in : in / p, i > 0});
     u.elementwise_floats = 5 * (column ? out / p : out);
     u.recompute_floats = 2 * (column ? out / p : out);
-    if (tp > 1 && column && i > 0) u.tp_collectives.push_back({TpCollective::all_reduce, in, 1});
-    if (tp > 1 && !column) u.tp_collectives.push_back({TpCollective::all_reduce, out, 1});
+    // Column layers sum their input gradient over tp in backward, row layers their output in
+    // forward.
+    if (tp > 1 && column && i > 0) u.tp_collectives.push_back({TpCollective::all_reduce, in, 1, 0});
+    if (tp > 1 && !column) u.tp_collectives.push_back({TpCollective::all_reduce, out, 1, 1});
     work.params += in * out + out;
     u.params = (in * out + out) / p;
     u.output_floats = out;
@@ -72,7 +74,7 @@ ModelWork mlp_work(const ModelConfig& model, const DataShape& data, int, int tp,
       {1, static_cast<double>(data.classes), row_head ? in / p : in, !model.hidden.empty()});
   head.elementwise_floats = 4.0 * data.classes;
   head.kernels = 8;
-  if (row_head) head.tp_collectives.push_back({TpCollective::all_reduce, 1.0 * data.classes, 1});
+  if (row_head) head.tp_collectives.push_back({TpCollective::all_reduce, 1.0 * data.classes, 1, 1});
   work.params += in * data.classes + data.classes;
   head.params = (row_head ? in / p : in) * data.classes + data.classes;
   work.units.push_back(head);

@@ -12,6 +12,8 @@
 #include "trellis/kernels/precision_cast.hpp"
 #include "trellis/kernels/vector_ops.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -192,6 +194,22 @@ double slowest(double value, MPI_Comm world) {
   return out;
 }
 
+// The logical CPUs this rank may run on, OR-ed over `world`: on one node, the CPUs its ranks
+// share (a launcher that binds each rank to a core gives one each).
+int cpus_of_ranks(MPI_Comm world) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  std::vector<std::uint64_t> bits(CPU_SETSIZE / 64, 0);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) bits[static_cast<std::size_t>(cpu / 64)] |= 1ull << (cpu % 64);
+  TRELLIS_MPI(MPI_Allreduce(MPI_IN_PLACE, bits.data(), static_cast<int>(bits.size()), MPI_UINT64_T,
+                            MPI_BOR, world));
+  int count = 0;
+  for (std::uint64_t word : bits) count += __builtin_popcountll(word);
+  return count;
+}
+
 }  // namespace
 
 MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_count,
@@ -215,6 +233,10 @@ MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_coun
   m.calibrated = true;
   m.cpu_ranks = true;
   m.devices_per_node = node_local_size;
+  // More ranks than CPUs (one node; nodes alike): the ranks share them, and every rate below is
+  // what each gets while all of them run.
+  const int cpus = node_count == 1 ? cpus_of_ranks(world) : 0;
+  m.cpus_per_node = cpus > 0 && cpus < node_local_size ? cpus : 0;
   std::vector<double> fp32, bf16;
   for (int d : kDims) {
     fp32.push_back(slowest(gemm_rate(d, false, s, world), world));

@@ -209,6 +209,10 @@ const std::vector<Field>& fields() {
        [](M& t, const std::string& v, const std::string& w) { t.calibrated = boolean(v, w); }},
       {"comm_overlap", false, real(&M::comm_overlap, 0)},
       {"kernel_launch_us", false, real(&M::kernel_launch_us, 0)},
+      {"cpus_per_node", false,
+       [](M& t, const std::string& v, const std::string& w) {
+         t.cpus_per_node = integer(v, w, 0);
+       }},
       {"device_kind", false,
        [](M& t, const std::string& v, const std::string& w) {
          if (v != "cpu" && v != "gpu") throw ConfigError(w + " = '" + v + "': expected cpu or gpu");
@@ -320,6 +324,7 @@ void write_machine_type(std::ostream& out, const MachineType& m) {
       << "comm_overlap = " << format_text("%g", m.comm_overlap) << "\n"
       << "kernel_launch_us = " << format_text("%g", m.kernel_launch_us) << "\n"
       << "calibrated = " << (m.calibrated ? "true" : "false") << "\n";
+  if (m.cpus_per_node > 0) out << "cpus_per_node = " << m.cpus_per_node << "\n";
   if (!m.price_windows.empty()) {
     out << "price_windows =";
     for (const PriceWindow& w : m.price_windows)

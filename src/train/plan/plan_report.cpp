@@ -45,6 +45,7 @@ std::string layout_label(const PlanLayout& l) {
                   static_cast<long long>(l.micro_batch), l.zero, l.precision.c_str());
   if (l.recompute != "none") text += " rc=" + l.recompute;
   if (l.sequence_parallel) text += " sp";
+  if (l.pp > 1 && l.schedule == PipelineSchedule::gpipe) text += " gpipe";
   return text;
 }
 
@@ -131,6 +132,27 @@ std::string plan_text(const PlanRequest& request, const PlanResult& result,
   return text;
 }
 
+namespace {
+
+// The same shape as summary.json's "collectives_per_step" (train/monitoring/jsonl_sink.cpp).
+nlohmann::json collectives_json(const StepCollectives& c) {
+  using nlohmann::json;
+  const auto tally = [](const CollectiveTally& t) {
+    json out = json::object();
+    for (std::size_t k = 0; k < kCollectiveKinds; ++k)
+      if (t.by_kind[k].calls > 0)
+        out[collective_kind_name(static_cast<CollectiveKind>(k))] = {{"calls", t.by_kind[k].calls},
+                                                                     {"bytes", t.by_kind[k].bytes}};
+    return out;
+  };
+  return {{"tp", tally(c.tp)},
+          {"dp", tally(c.dp)},
+          {"pp", tally(c.pp)},
+          {"embedding", tally(c.embedding)}};
+}
+
+}  // namespace
+
 std::string plan_json(const PlanRequest& request, const PlanResult& result,
                       const ReportOptions& options) {
   using nlohmann::json;
@@ -171,6 +193,7 @@ std::string plan_json(const PlanRequest& request, const PlanResult& result,
                       {"pipeline", p.step.pipeline_s},   {"dp_comm", p.step.dp_comm_s},
                       {"optimizer", p.step.optimizer_s}, {"micro_batches", p.step.micro_batches}}
                : json(nullptr);
+    j["collectives_per_step"] = p.fits ? collectives_json(p.step.collectives) : json(nullptr);
     j["steps"] = value_if(p.fits, p.steps);
     j["hours"] = value_if(p.fits, p.hours);
     j["cost_on_demand"] = value_if(p.fits, p.cost_on_demand);

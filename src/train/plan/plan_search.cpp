@@ -104,6 +104,16 @@ std::vector<std::int64_t> micro_batches(std::int64_t local, const TrainConfig& c
   return out;
 }
 
+// 1F1B, and GPipe where it differs and may still pay: with up to pp micro-batches both run
+// every forward first (the same plan twice); beyond 4 x pp GPipe keeps 4 times 1F1B's
+// activations for the same bubble, and the memory plan would build one model replica per
+// micro-batch to say so.
+std::vector<PipelineSchedule> schedules(int pp, std::int64_t micro_batches) {
+  if (pp > 1 && micro_batches > pp && micro_batches <= 4 * pp)
+    return {PipelineSchedule::one_f_one_b, PipelineSchedule::gpipe};
+  return {PipelineSchedule::one_f_one_b};
+}
+
 // Every layout of one machine type the grid and the batch allow, before memory is asked.
 struct Candidate {
   PlanLayout layout;
@@ -145,14 +155,15 @@ std::vector<Candidate> candidate_layouts(const MachineType& machine, const PlanR
           for (const std::string& precision : precisions)
             for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
               for (const std::string& recompute : recomputes)
-                for (std::int64_t micro : micro_batches(local, config, request.max_micro_batch)) {
-                  Candidate c = base;
-                  PlanLayout& l = c.layout;
-                  l.nodes = nodes, l.dp = dp, l.tp = tp, l.pp = pp;
-                  l.micro_batch = micro, l.zero = zero, l.recompute = recompute;
-                  l.precision = precision, l.sequence_parallel = sp;
-                  out.push_back(c);
-                }
+                for (std::int64_t micro : micro_batches(local, config, request.max_micro_batch))
+                  for (PipelineSchedule schedule : schedules(pp, local / micro)) {
+                    Candidate c = base;
+                    PlanLayout& l = c.layout;
+                    l.nodes = nodes, l.dp = dp, l.tp = tp, l.pp = pp;
+                    l.micro_batch = micro, l.zero = zero, l.recompute = recompute;
+                    l.precision = precision, l.sequence_parallel = sp, l.schedule = schedule;
+                    out.push_back(c);
+                  }
         }
       }
     }
@@ -160,8 +171,8 @@ std::vector<Candidate> candidate_layouts(const MachineType& machine, const PlanR
   return out;
 }
 
-using MemoryKey =
-    std::tuple<int, int, int, std::int64_t, int, std::string, std::string, bool, bool, bool>;
+using MemoryKey = std::tuple<int, int, int, std::int64_t, int, std::string, std::string, bool, bool,
+                             bool, PipelineSchedule>;
 
 }  // namespace
 
@@ -191,6 +202,8 @@ PlanResult search_plans(const PlanRequest& request, const std::vector<MachineTyp
   inputs.global_batch = config.train.global_batch;
   inputs.optimizer_state_buffers = optimizer_state_buffers(config.optimizer_spec());
   inputs.grad_wire_bytes = config.parallel.grad_dtype == Precision::fp32 ? 4 : 2;
+  inputs.gather_wire_bytes = config.parallel.gather_dtype == Precision::fp32 ? 4 : 2;
+  inputs.bucket_bytes = config.parallel.bucket_mb * 1024 * 1024;
   // Memory plans depend on the layout and the machine's kind, not on its speed or size.
   std::map<MemoryKey, std::pair<MemoryPlan, std::string>> memory_cache;
   PlanResult result;
@@ -221,7 +234,8 @@ PlanResult search_plans(const PlanRequest& request, const std::vector<MachineTyp
                           l.precision,
                           l.sequence_parallel,
                           machine.cpu_ranks,
-                          grid.shared_exchange};
+                          grid.shared_exchange,
+                          l.schedule};
       auto memory = memory_cache.find(key);
       if (memory == memory_cache.end()) {
         std::pair<MemoryPlan, std::string> entry;

@@ -1,6 +1,7 @@
 #include "trellis/train/plan/step_time.hpp"
 
 #include "trellis/core/error.hpp"
+#include "trellis/train/plan/plan_collectives.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -23,6 +24,30 @@ double all_gather_seconds(double bytes, int ranks, const LinkSpec& link) {
 
 double send_seconds(double bytes, const LinkSpec& link) {
   return bytes <= 0 ? 0 : link.latency_us * 1e-6 + bytes / (link.bandwidth_gbs * 1e9);
+}
+
+double tally_seconds(const CollectiveTally& tally, int ranks, const LinkSpec& link) {
+  if (ranks <= 1) return 0;
+  const double p = ranks, alpha = link.latency_us * 1e-6, beta = link.bandwidth_gbs * 1e9;
+  double seconds = 0;
+  for (std::size_t k = 0; k < kCollectiveKinds; ++k) {
+    const CollectiveCount& c = tally.by_kind[k];
+    switch (static_cast<CollectiveKind>(k)) {
+      case CollectiveKind::all_reduce:
+        seconds += c.calls * 2 * (p - 1) * alpha + 2 * (p - 1) / p * c.bytes / beta;
+        break;
+      case CollectiveKind::reduce_scatter:
+      case CollectiveKind::all_gather:
+      case CollectiveKind::broadcast:
+        seconds += c.calls * (p - 1) * alpha + (p - 1) / p * c.bytes / beta;
+        break;
+      case CollectiveKind::send:
+      case CollectiveKind::recv:
+        seconds += c.calls * alpha + c.bytes / beta;
+        break;
+    }
+  }
+  return seconds;
 }
 
 double pipeline_makespan(PipelineSchedule schedule, const std::vector<double>& forward,
@@ -120,19 +145,23 @@ PassTimes unit_times(const UnitWork& u, double samples, const PlanLayout& layout
   t.backward += passes - forward_passes;
   recompute += attention / 3 + forward_passes;
   const LinkSpec& link = machine.intra_node;  // tp groups lie inside a node
+  double forward_comm = 0, backward_comm = 0;
   for (const TpCollectiveWork& c : u.tp_collectives) {
-    const double bytes = c.floats * samples * 4;
+    const double bytes = (c.floats * samples + c.fixed_floats) * 4;
     const double one = c.kind == TpCollective::all_reduce
                            ? all_reduce_seconds(bytes, layout.tp, link)
                            : all_gather_seconds(bytes, layout.tp, link);
-    t.tp_comm += c.calls * one;
+    forward_comm += c.forward_calls * one;
+    backward_comm += (c.calls - c.forward_calls) * one;
   }
   const double launches = u.kernels * machine.kernel_launch_us * 1e-6;
-  t.forward += launches / 3;
-  t.backward += launches * 2 / 3;
-  t.forward += t.tp_comm / 2;
-  t.backward += t.tp_comm / 2;
-  if (u.block && layout.recompute == "full") t.backward += recompute + t.tp_comm / 2;
+  t.forward += launches / 3 + forward_comm;
+  t.backward += launches * 2 / 3 + backward_comm;
+  t.tp_comm = forward_comm + backward_comm;
+  if (u.block && layout.recompute == "full") {
+    t.backward += recompute + forward_comm;  // the forward's collectives are issued again
+    t.tp_comm += forward_comm;
+  }
   if (u.block && layout.recompute == "selective") t.backward += attention / 3;
   return t;
 }
@@ -184,36 +213,42 @@ StepPrediction predict_step(const ModelWork& work, const PlanLayout& layout,
   const double makespan =
       p > 1 ? pipeline_makespan(layout.schedule, forward, backward, m, transfer) : out.compute_s;
   out.pipeline_s = std::max(0.0, makespan - out.compute_s);
-
-  // The data-parallel exchange of the stage with the most parameters.
-  const double params = *std::max_element(stage_params.begin(), stage_params.end());
-  const int dp = layout.dp;
-  double exposed = 0;
-  if (dp > 1) {
-    const double grads = params * inputs.grad_wire_bytes, weights = params * 4;
-    const double overlap = machine.comm_overlap;
-    if (inputs.cpu_shared_exchange && layout.zero <= 1) {
-      // Each rank sums its slice of every peer's gradients and writes it back to every peer
-      // (ZeRO-1: into its own buffer, and gathers the peers' updated slices after the update).
-      exposed = 2 * params * 4 / (machine.memory_bandwidth_gbs * 1e9) +
-                2 * machine.intra_node.latency_us * 1e-6;
-    } else if (layout.zero == 0) {
-      exposed = (1 - overlap) * all_reduce_seconds(grads, dp, dp_link);
-    } else if (layout.zero == 1) {
-      exposed = (1 - overlap) * all_gather_seconds(grads, dp, dp_link) +
-                all_gather_seconds(weights, dp, dp_link);
-    } else {
-      // Per unit every micro-batch: the gradients reduce-scattered (ZeRO-2/3) and, ZeRO-3, the
-      // parameters gathered for forward and again for backward.
-      const double per_micro =
-          all_gather_seconds(grads, dp, dp_link) +
-          (layout.zero >= 3 ? 2 * all_gather_seconds(weights, dp, dp_link) : 0);
-      exposed = (1 - overlap) * m * per_micro +
-                (layout.zero == 2 ? all_gather_seconds(weights, dp, dp_link) : 0);
-    }
+  const int ranks_on_node = std::min(machine.devices_per_node, layout.devices());
+  if (machine.cpu_ranks && machine.cpus_per_node > 0 && ranks_on_node > machine.cpus_per_node &&
+      p > 1) {
+    // CPU ranks that outnumber the node's CPUs take turns on them: a stage waiting in the
+    // bubble lends its CPU to the others. The rates were measured with every rank running, so
+    // the node needs the ranks' mean busy time to do all the work, and the schedule's
+    // critical path runs faster by the ranks' share of a CPU while the others wait.
+    const double share = static_cast<double>(machine.cpus_per_node) / ranks_on_node;
+    double busy = 0;
+    for (int s = 0; s < p; ++s) busy += m * (forward[s] + backward[s]) / p;
+    out.compute_s = busy;
+    out.pipeline_s = std::max(0.0, makespan * share - busy);
   }
-  if (work.tied_table && p > 1)  // the shared table's gradients summed over first and last stage
-    exposed += all_reduce_seconds(work.tied_floats * 4, 2, pp_link);
+
+  // The data-parallel exchange of the stage with the most parameters: the collectives it
+  // issues (plan_collectives.hpp), the part that runs during backward hidden as far as the
+  // machine overlaps them.
+  const std::vector<StageTraffic> traffic = predicted_traffic(work, layout, inputs);
+  out.collectives = traffic.front().issued;
+  int widest = 0;
+  for (int s = 1; s < p; ++s)
+    if (stage_params[s] > stage_params[widest]) widest = s;
+  const double params = stage_params[widest];
+  const int dp = layout.dp;
+  const StageTraffic& exchange = traffic[static_cast<std::size_t>(widest)];
+  double exposed = 0;
+  if (dp > 1 && inputs.cpu_shared_exchange) {
+    // Each rank sums its slice of every peer's gradients and writes it back to every peer
+    // (ZeRO-1: into its own buffer, and gathers the peers' updated slices after the update).
+    exposed = 2 * params * 4 / (machine.memory_bandwidth_gbs * 1e9) +
+              2 * machine.intra_node.latency_us * 1e-6;
+  } else {
+    exposed = (1 - machine.comm_overlap) * tally_seconds(exchange.dp_hidden, dp, dp_link) +
+              tally_seconds(exchange.issued.dp - exchange.dp_hidden, dp, dp_link);
+  }
+  exposed += tally_seconds(traffic.front().issued.embedding, 2, pp_link);
   out.dp_comm_s = exposed;
 
   // The update reads and writes the parameters and their state, reads the gradients; the

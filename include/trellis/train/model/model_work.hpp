@@ -19,12 +19,15 @@ struct GemmWork {
   bool input_grad = true;  // false: the model's first layer, whose dx GEMM is left out
 };
 
-// A collective over the tensor-parallel group per sample, forward and backward together.
+// Collectives over the tensor-parallel group per micro-batch, forward and backward together;
+// each carries floats x samples + fixed_floats.
 enum class TpCollective { all_reduce, all_gather, reduce_scatter };
 struct TpCollectiveWork {
   TpCollective kind = TpCollective::all_reduce;
-  double floats = 0;  // per sample: the message's logical size (the whole tensor)
-  int calls = 1;      // per sample
+  double floats = 0;        // per sample: the message's logical size (the whole tensor)
+  int calls = 1;            // per micro-batch
+  int forward_calls = 0;    // of them, issued by forward (memory.recompute = full: again)
+  double fixed_floats = 0;  // per call whatever the micro-batch (a norm's parameter gradients)
 };
 
 struct UnitWork {

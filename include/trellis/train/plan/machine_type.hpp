@@ -54,6 +54,10 @@ struct MachineType {
   // Fraction of the data-parallel gradient exchange hidden behind backward (0: none, as on
   // CPU ranks that have no spare core to progress it).
   double comm_overlap = 0;
+  // device_kind = cpu: the logical CPUs the node's ranks run on, where fewer than its ranks
+  // (they take turns: a rank waiting in the pipeline bubble lends its CPU to the others, see
+  // step_time.hpp); 0: a CPU or a device per rank.
+  int cpus_per_node = 0;
   // Fixed cost of one kernel launch in microseconds (GPUs: the launch and its gap), which
   // small micro-batches pay more often.
   double kernel_launch_us = 0;

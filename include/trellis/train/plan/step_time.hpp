@@ -8,9 +8,12 @@
 //    forward/backward order (warmup_forwards(), as the engine does) with the activations sent
 //    between them, simulated micro-batch by micro-batch, so imbalance and the bubble come out
 //    of it rather than out of (p - 1) / (M + p - 1);
-//  - the data-parallel exchange (ring all-reduce, ZeRO-1/2 reduce-scatter and all-gather,
-//    ZeRO-3's per-unit gathers every micro-batch, the node shared-memory exchange of CPU
-//    ranks), the part the machine's comm_overlap does not hide;
+//    CPU ranks that outnumber the node's CPUs (MachineType::cpus_per_node) take turns on
+//    them, so there a pipeline step takes the larger of the ranks' mean busy time and the
+//    simulated schedule shortened by the ranks' share of a CPU;
+//  - the data-parallel exchange: the collectives the layout issues (plan_collectives.hpp), or
+//    the node shared-memory exchange of CPU ranks, the part the machine's comm_overlap does
+//    not hide of what runs during backward;
 //  - the optimizer: its state read and written once at the memory bandwidth, over this
 //    rank's shard with ZeRO.
 // Collectives follow the alpha-beta model: ring all-reduce 2 (p - 1) alpha + 2 (p - 1) / p
@@ -21,6 +24,7 @@
 
 #include "trellis/parallel/pipeline_schedule.hpp"
 #include "trellis/train/model/model_work.hpp"
+#include "trellis/train/monitoring/step_record.hpp"
 #include "trellis/train/plan/machine_type.hpp"
 
 #include <cstdint>
@@ -47,6 +51,8 @@ struct StepInputs {
   int optimizer_state_buffers = 2;   // floats of state per parameter (optim/optimizer.hpp)
   double grad_wire_bytes = 4;        // parallel.grad_dtype: 4 fp32, 2 bf16 / fp16
   bool cpu_shared_exchange = false;  // dp gradients summed in node shared memory (CPU ranks)
+  double gather_wire_bytes = 4;      // parallel.zero_gather_dtype: ZeRO-3's parameter gathers
+  double bucket_bytes = 25 << 20;    // parallel.bucket_mb
 };
 
 struct StepPrediction {
@@ -57,6 +63,7 @@ struct StepPrediction {
   double optimizer_s = 0;
   double total_s = 0;
   int micro_batches = 0;
+  StepCollectives collectives;  // what the first stage's rank issues (plan_collectives.hpp)
 };
 
 // ConfigError when the batch does not split (global_batch not a multiple of dp x micro_batch).
@@ -64,6 +71,8 @@ StepPrediction predict_step(const ModelWork& work, const PlanLayout& layout,
                             const StepInputs& inputs, const MachineType& machine);
 
 // Alpha-beta times, in seconds, of one collective of `bytes` (the whole tensor) over `ranks`.
+// tally_seconds: every collective of a tally (calls x alpha + bytes x beta).
+double tally_seconds(const CollectiveTally& tally, int ranks, const LinkSpec& link);
 double all_reduce_seconds(double bytes, int ranks, const LinkSpec& link);
 double all_gather_seconds(double bytes, int ranks, const LinkSpec& link);  // = reduce-scatter
 double send_seconds(double bytes, const LinkSpec& link);

@@ -111,7 +111,8 @@ TEST_CASE("a written machine type reads back as itself", "[plan]") {
   MachineType m = parse_cluster_text(std::string(kMinimal) +
                                          "price_windows = 22-6:0.5\n"
                                          "spot_price_per_device_hour = 0.7\nspot_mtbi_hours = 12\n"
-                                         "device_kind = cpu\ncomm_overlap = 0.5\n",
+                                         "device_kind = cpu\ncomm_overlap = 0.5\n"
+                                         "cpus_per_node = 3\n",
                                      "x.ini")[0];
   m.calibrated = true;
   std::ostringstream out;
@@ -126,4 +127,5 @@ TEST_CASE("a written machine type reads back as itself", "[plan]") {
   CHECK(back.cpu_ranks);
   CHECK(back.calibrated);
   CHECK(back.comm_overlap == Approx(0.5));
+  CHECK(back.cpus_per_node == 3);
 }

@@ -91,12 +91,18 @@ TEST_CASE("the decoder's work adds up to the FLOPs the registry counts", "[plan]
     // Split over 2 tp ranks, each does half of every GEMM and of the attention.
     const ModelWork two = r.work(model, data, 512, 2, false);
     CHECK(2 * work_flops(two) == Approx(work_flops(one)).epsilon(1e-9));
-    // Without sequence parallelism a block all-reduces 4 times per sample; with it, it
-    // gathers and reduce-scatters instead.
+    // Without sequence parallelism a block all-reduces 4 times per micro-batch, 2 of them in
+    // forward; with it, it gathers 6 times and reduce-scatters 4 times instead, and sums its
+    // norms' gradients (tools/bench/plan_validation.py holds these to what training issues).
     REQUIRE(two.units[1].tp_collectives.size() == 1);
     CHECK(two.units[1].tp_collectives[0].calls == 4);
+    CHECK(two.units[1].tp_collectives[0].forward_calls == 2);
     const ModelWork sp = r.work(model, data, 512, 2, true);
-    CHECK(sp.units[1].tp_collectives.size() == 2);
+    REQUIRE(sp.units[1].tp_collectives.size() == 3);
+    CHECK(sp.units[1].tp_collectives[0].kind == TpCollective::all_gather);
+    CHECK(sp.units[1].tp_collectives[0].calls == 6);
+    CHECK(sp.units[1].tp_collectives[1].kind == TpCollective::reduce_scatter);
+    CHECK(sp.units[1].tp_collectives[2].fixed_floats == model.d_model);
     CHECK(sp.units[1].elementwise_floats < two.units[1].elementwise_floats);
   }
 }
@@ -140,4 +146,36 @@ TEST_CASE("a step: compute, data-parallel exchange and the optimizer add up", "[
   CHECK(s.total_s == Approx(s.compute_s + s.dp_comm_s + s.optimizer_s));
   layout.micro_batch = 300;
   CHECK_THROWS_AS(predict_step(work, layout, in, m), ConfigError);
+}
+
+TEST_CASE("CPU ranks sharing the node's CPUs fill the pipeline bubble", "[plan]") {
+  // Two equal stages, 2 micro-batches: the simulated 1F1B schedule leaves each stage idle a
+  // third of the time.
+  ModelWork work;
+  UnitWork u;
+  u.gemms.push_back({1, 1000, 1000});
+  u.output_floats = 1;
+  work.units = {u, u};
+  MachineType m;
+  m.peak_tflops_fp32 = 1;
+  m.gemm_efficiency_fp32 = {{1, 0.5}};
+  m.memory_bandwidth_gbs = 100;
+  m.intra_node = {1e6, 0};
+  m.devices_per_node = 2;
+  m.cpu_ranks = true;
+  PlanLayout layout;
+  layout.pp = 2, layout.micro_batch = 100;
+  StepInputs in;
+  in.global_batch = 200;
+  in.stage_bounds = {0, 1, 2};
+  const StepPrediction own = predict_step(work, layout, in, m);
+  const double busy = 2 * 6e8 / 0.5e12;  // one stage: 2 micro-batches
+  CHECK(own.compute_s == Approx(busy));
+  CHECK(own.pipeline_s == Approx(busy / 2).epsilon(1e-3));  // (p - 1) / (M + p - 1) of 3
+  // One CPU for both ranks: the rates are each rank's share, and one stage's idle time is the
+  // other's turn, so the step is the mean busy time.
+  m.cpus_per_node = 1;
+  const StepPrediction shared = predict_step(work, layout, in, m);
+  CHECK(shared.compute_s == Approx(busy));
+  CHECK(shared.pipeline_s == Approx(0).margin(1e-9));
 }
