@@ -33,7 +33,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # (name, model, ranks, overrides); models: gpt = inputs/gpt_char.ini, llama =
-# inputs/llama_char.ini, mlp = inputs/fashion_mlp.ini with two hidden layers of 1024.
+# inputs/llama_char.ini, mlp = inputs/fashion_mlp.ini with two hidden layers of 1024, cnn =
+# inputs/fashion_cnn.ini.
 PLANS = [
     ("gpt 1 fp32", "gpt", 1, {}),
     ("gpt 1 bf16", "gpt", 1, {"precision.mode": "bf16"}),
@@ -65,7 +66,11 @@ PLANS = [
      {"parallel.tp": "2", "parallel.pp": "2", "train.micro_batch": "4"}),
     ("llama tp2 sp selective", "llama", 2, {"parallel.tp": "2", "parallel.sequence_parallel": "true",
                                            "memory.recompute": "selective"}),
+    ("cnn 1 fp32", "cnn", 1, {}),
+    ("cnn 1 bf16", "cnn", 1, {"precision.mode": "bf16"}),
+    ("cnn dp2", "cnn", 2, {}),
 ]
+GLOBAL_BATCH = {"gpt": 16, "llama": 16, "mlp": 256, "cnn": 128}
 SUBSET = ["gpt 1 fp32", "gpt 1 bf16", "mlp tp2", "gpt dp2 zero3 mb4", "mlp dp2 pp2 mb32"]
 
 
@@ -73,6 +78,8 @@ def model_args(model, fashion, text):
     if model == "mlp":
         return ["--config", "inputs/fashion_mlp.ini", "--model.hidden=1024,1024",
                 "--train.global_batch=256", f"--data.train={fashion}/train.h5"]
+    if model == "cnn":
+        return ["--config", "inputs/fashion_cnn.ini", f"--data.train={fashion}/train.h5"]
     config = "inputs/gpt_char.ini" if model == "gpt" else "inputs/llama_char.ini"
     return ["--config", config, f"--data.train={text}/train.h5"]
 
@@ -156,7 +163,7 @@ def predict(mpiexec, binary, model, ranks, overrides, fashion, text, machine, na
     if plan_out.returncode != 0:
         sys.exit(f"plan_validation: trellis plan failed for {name}: {plan_out.stderr[-2000:]}")
     result = json.loads(plan_out.stdout)
-    want = layout_of(overrides, ranks, {"global_batch": 256 if model == "mlp" else 16})
+    want = layout_of(overrides, ranks, {"global_batch": GLOBAL_BATCH[model]})
     match = [p for p in result["plans"] if all(p[k] == v for k, v in want.items())]
     if not match:
         sys.exit(f"plan_validation: no plan of {name} matches {want}")

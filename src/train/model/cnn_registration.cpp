@@ -71,7 +71,7 @@ ModelWork cnn_work(const ModelConfig& model, const DataShape& data, int, int, bo
     const double w = model.widths[stage];
     if (stage > 0) pixels = std::max(1.0, pixels / 4);
     const double convs = 1 + 2.0 * model.blocks;
-    u.conv_flops += 6 * 9 * pixels * w * (channels + (convs - 1) * w);
+    u.convs.push_back({6 * 9 * pixels * w * (channels + (convs - 1) * w), w});
     u.elementwise_floats += 12 * convs * w * pixels;
     u.kernels += 8 * convs;  // convolution, BatchNorm, ReLU, forward and backward
     channels = w;

@@ -3,7 +3,8 @@
 namespace trellis {
 
 double unit_flops(const UnitWork& unit) {
-  double flops = unit.attention_flops + unit.conv_flops;
+  double flops = unit.attention_flops;
+  for (const ConvWork& c : unit.convs) flops += c.flops;
   for (const GemmWork& g : unit.gemms) flops += 2 * g.m * g.n * g.k * (g.input_grad ? 3 : 2);
   return flops;
 }

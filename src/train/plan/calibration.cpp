@@ -11,11 +11,15 @@
 #include "trellis/kernels/layernorm.hpp"
 #include "trellis/kernels/precision_cast.hpp"
 #include "trellis/kernels/vector_ops.hpp"
+#include "trellis/nn/autocast.hpp"
+#include "trellis/nn/conv2d.hpp"
+#include "trellis/nn/parameter_store.hpp"
 
 #include <sched.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace trellis {
@@ -95,6 +99,37 @@ double attention_rate(int head_dim, double seconds, MPI_Comm world) {
     kernels::flash_attention_backward(as_matrix(qkv, n, 3 * d), as_matrix(out, n, d),
                                       as_matrix(dout, n, d), lse, shape, delta,
                                       as_matrix(dqkv, n, 3 * d), none);
+  });
+}
+
+const std::vector<int> kConvChannels = {16, 32, 64, 128, 256};
+
+// A 3x3 convolution (stride 1, padding 1) from C to C channels on 16 x 16 images, forward and
+// backward through nn::Conv2d as the CNN's blocks run it: the vendor path where the build has
+// one, and with `half` the bf16 operands native autocast gives it. About 0.5 GFLOP per call.
+double conv_rate(int channels, bool half, double seconds, MPI_Comm world) {
+  nn::Conv2dSpec spec;
+  spec.in_channels = spec.out_channels = channels;
+  spec.kernel = 3, spec.stride = 1, spec.padding = 1;
+  spec.height = spec.width = 16;
+  spec.bias = false;
+  const double per_image = 6.0 * 9 * spec.height * spec.width * channels * channels;
+  const int n = std::clamp(static_cast<int>(5e8 / per_image), 1, 64);
+  nn::ParameterStore store;
+  if (half) {  // before the layer: it picks its operands from the store's autocast
+    std::string notice;
+    store.set_autocast(nn::resolve_autocast(Precision::bf16, "native", notice));
+  }
+  nn::Conv2d conv(store, "trellis::calibrate::conv", spec, n);
+  store.finalize(1);
+  const int in = conv.in_features(), out = conv.out_features();
+  FloatView x("trellis::calibrate::cx", static_cast<std::size_t>(n) * in),
+      dy("trellis::calibrate::cdy", static_cast<std::size_t>(n) * out);
+  kernels::fill(x, 0.5f);
+  kernels::fill(dy, 0.01f);
+  return sustained_rate(static_cast<double>(conv.flops_per_sample()) * n, seconds, world, [&] {
+    conv.forward(as_matrix(x, n, in), n, {});
+    conv.backward(as_matrix(dy, n, out), n);
   });
 }
 
@@ -221,8 +256,8 @@ MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_coun
   const bool half = kernels::native_gemm_available(Precision::bf16) &&
                     kernels::measured_bf16_gemm_speedup() >= kernels::kNativeBf16MinSpeedup;
   const std::vector<int> head_dims = {32, 64, 128};
-  const int total =
-      static_cast<int>(kDims.size()) * (half ? 2 : 1) + static_cast<int>(head_dims.size()) + 3;
+  const int total = static_cast<int>(kDims.size() + kConvChannels.size()) * (half ? 2 : 1) +
+                    static_cast<int>(head_dims.size()) + 3;
   int done = 0;
   const auto step = [&](const std::string& what) {
     ++done;
@@ -248,14 +283,28 @@ MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_coun
       bf16.push_back(slowest(gemm_rate(d, true, s, world), world));
       step("GEMM bf16 [2048 x " + std::to_string(d) + "]");
     }
-  const double peak32 = *std::max_element(fp32.begin(), fp32.end());
+  std::vector<double> conv32, conv16;
+  for (int c : kConvChannels) {
+    conv32.push_back(slowest(conv_rate(c, false, s, world), world));
+    step("3x3 convolution fp32, " + std::to_string(c) + " channels");
+  }
+  if (half)
+    for (int c : kConvChannels) {
+      conv16.push_back(slowest(conv_rate(c, true, s, world), world));
+      step("3x3 convolution bf16, " + std::to_string(c) + " channels");
+    }
+  // The peak: the fastest GEMM or convolution measured, so every efficiency is at most 1.
+  const double peak32 = std::max(*std::max_element(fp32.begin(), fp32.end()),
+                                 *std::max_element(conv32.begin(), conv32.end()));
   m.peak_tflops_fp32 = peak32 * 1e-12;
   m.gemm_efficiency_fp32.clear();
   for (std::size_t i = 0; i < kDims.size(); ++i)
     m.gemm_efficiency_fp32.emplace_back(kDims[i], fp32[i] / peak32);
   // Without a native 16-bit GEMM that pays, bf16 runs emulated: fp32 GEMMs on rounded operands.
   const std::vector<double>& rates16 = half ? bf16 : fp32;
-  const double peak16 = *std::max_element(rates16.begin(), rates16.end());
+  const std::vector<double>& convs16 = half ? conv16 : conv32;
+  const double peak16 = std::max(*std::max_element(rates16.begin(), rates16.end()),
+                                 *std::max_element(convs16.begin(), convs16.end()));
   m.peak_tflops_bf16 = m.peak_tflops_fp16 = peak16 * 1e-12;
   m.gemm_efficiency_bf16.clear();
   for (std::size_t i = 0; i < kDims.size(); ++i)
@@ -267,6 +316,12 @@ MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_coun
     m.attention_efficiency_fp32.emplace_back(head_dim, rate / peak32);
     m.attention_efficiency_bf16.emplace_back(head_dim, rate / peak16);  // fp32 flash kernels
     step("flash attention forward + backward, head dim " + std::to_string(head_dim));
+  }
+  m.conv_efficiency_fp32.clear();
+  m.conv_efficiency_bf16.clear();
+  for (std::size_t i = 0; i < kConvChannels.size(); ++i) {
+    m.conv_efficiency_fp32.emplace_back(kConvChannels[i], conv32[i] / peak32);
+    m.conv_efficiency_bf16.emplace_back(kConvChannels[i], (half ? conv16 : conv32)[i] / peak16);
   }
   m.memory_bandwidth_gbs = slowest(elementwise_rate(s, world), world) * 1e-9;
   step("element-wise kernels (norm, GELU, residual add)");

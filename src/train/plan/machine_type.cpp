@@ -37,18 +37,31 @@ double MachineType::gemm_efficiency(const std::string& precision, double min_dim
   return curve.back().second;
 }
 
+namespace {
+
+// The curve at `x`, interpolated in log(x), flat beyond its ends.
+double flat_ended(const EfficiencyCurve& curve, double x) {
+  if (x <= curve.front().first) return curve.front().second;
+  for (std::size_t i = 1; i < curve.size(); ++i) {
+    if (x > curve[i].first) continue;
+    const auto& [d0, e0] = curve[i - 1];
+    const auto& [d1, e1] = curve[i];
+    return e0 + std::log(x / d0) / std::log(d1 / d0) * (e1 - e0);
+  }
+  return curve.back().second;
+}
+
+}  // namespace
+
+double MachineType::conv_efficiency(const std::string& precision, double channels) const {
+  const EfficiencyCurve& curve = precision == "fp32" ? conv_efficiency_fp32 : conv_efficiency_bf16;
+  return curve.empty() ? gemm_efficiency(precision, channels) : flat_ended(curve, channels);
+}
+
 double MachineType::attention_efficiency(const std::string& precision, double head_dim) const {
   const EfficiencyCurve& curve =
       precision == "fp32" ? attention_efficiency_fp32 : attention_efficiency_bf16;
-  if (curve.empty()) return 0.5;
-  if (head_dim <= curve.front().first) return curve.front().second;
-  for (std::size_t i = 1; i < curve.size(); ++i) {
-    if (head_dim > curve[i].first) continue;
-    const auto& [d0, e0] = curve[i - 1];
-    const auto& [d1, e1] = curve[i];
-    return e0 + std::log(head_dim / d0) / std::log(d1 / d0) * (e1 - e0);
-  }
-  return curve.back().second;
+  return curve.empty() ? 0.5 : flat_ended(curve, head_dim);
 }
 
 double MachineType::price_multiplier(int hour) const {
@@ -173,6 +186,14 @@ const std::vector<Field>& fields() {
        [](M& t, const std::string& v, const std::string& w) {
          t.attention_efficiency_fp32 = curve(v, w);
        }},
+      {"conv_efficiency_fp32", false,
+       [](M& t, const std::string& v, const std::string& w) {
+         t.conv_efficiency_fp32 = curve(v, w);
+       }},
+      {"conv_efficiency_bf16", false,
+       [](M& t, const std::string& v, const std::string& w) {
+         t.conv_efficiency_bf16 = curve(v, w);
+       }},
       {"attention_efficiency_bf16", false,
        [](M& t, const std::string& v, const std::string& w) {
          t.attention_efficiency_bf16 = curve(v, w);
@@ -270,6 +291,7 @@ std::vector<MachineType> parse_cluster_text(const std::string& text, const std::
     if (m.gemm_efficiency_bf16.empty()) m.gemm_efficiency_bf16 = m.gemm_efficiency_fp32;
     if (m.attention_efficiency_bf16.empty())
       m.attention_efficiency_bf16 = m.attention_efficiency_fp32;
+    if (m.conv_efficiency_bf16.empty()) m.conv_efficiency_bf16 = m.conv_efficiency_fp32;
     if (m.peak_tflops_bf16 <= 0) m.peak_tflops_bf16 = m.peak_tflops_fp32;
     if (m.peak_tflops_fp16 <= 0) m.peak_tflops_fp16 = m.peak_tflops_bf16;
     machines.push_back(m);
@@ -325,6 +347,9 @@ void write_machine_type(std::ostream& out, const MachineType& m) {
       << "kernel_launch_us = " << format_text("%g", m.kernel_launch_us) << "\n"
       << "calibrated = " << (m.calibrated ? "true" : "false") << "\n";
   if (m.cpus_per_node > 0) out << "cpus_per_node = " << m.cpus_per_node << "\n";
+  if (!m.conv_efficiency_fp32.empty())
+    out << "conv_efficiency_fp32 = " << curve_text(m.conv_efficiency_fp32) << "\n"
+        << "conv_efficiency_bf16 = " << curve_text(m.conv_efficiency_bf16) << "\n";
   if (!m.price_windows.empty()) {
     out << "price_windows =";
     for (const PriceWindow& w : m.price_windows)

@@ -135,8 +135,10 @@ PassTimes unit_times(const UnitWork& u, double samples, const PlanLayout& layout
       (peak * std::max(1e-3, machine.attention_efficiency(precision, u.attention_head_dim)));
   t.forward += attention / 3;  // QK^T and AV forward: 4 of the 12 T d FLOPs per row
   t.backward += attention * 2 / 3;
-  const double conv =
-      u.conv_flops * samples / (peak * std::max(1e-3, machine.gemm_efficiency(precision, 256)));
+  double conv = 0;
+  for (const ConvWork& c : u.convs)
+    conv +=
+        c.flops * samples / (peak * std::max(1e-3, machine.conv_efficiency(precision, c.channels)));
   t.forward += conv / 3;
   t.backward += conv * 2 / 3;
   const double passes = u.elementwise_floats * samples * word / bandwidth;

@@ -30,11 +30,18 @@ struct TpCollectiveWork {
   double fixed_floats = 0;  // per call whatever the micro-batch (a norm's parameter gradients)
 };
 
+// Convolutions per sample, forward + backward, of one width (output channels): the planner
+// takes the machine's convolution efficiency at that width.
+struct ConvWork {
+  double flops = 0;
+  double channels = 0;
+};
+
 struct UnitWork {
   std::vector<GemmWork> gemms;
   double attention_flops = 0;  // forward + backward, this tp rank's heads
   double attention_head_dim = 0;
-  double conv_flops = 0;          // forward + backward
+  std::vector<ConvWork> convs;
   double elementwise_floats = 0;  // forward + backward floats read and written by element-wise
                                   // passes (norms, activations, residual adds, softmax, loss)
   double recompute_floats = 0;    // of those, the forward passes a full recomputation reruns

@@ -36,6 +36,9 @@ struct MachineType {
   EfficiencyCurve gemm_efficiency_fp32, gemm_efficiency_bf16;
   // The attention kernels' fraction of the peak by head dimension (one value: every head dim).
   EfficiencyCurve attention_efficiency_fp32, attention_efficiency_bf16;
+  // 3x3 convolutions (forward, weight and input gradients) by channel count; a machine type
+  // without them takes the GEMM curve at the channel count.
+  EfficiencyCurve conv_efficiency_fp32, conv_efficiency_bf16;
   // Element-wise kernels, achieved, per device: the bytes the model's work counts
   // (model_work.hpp) over the time the norm, activation and residual kernels take.
   double memory_bandwidth_gbs = 0;
@@ -67,6 +70,7 @@ struct MachineType {
   // Achieved fraction of the peak for a GEMM whose smallest dimension is `min_dim`.
   double gemm_efficiency(const std::string& precision, double min_dim) const;
   double attention_efficiency(const std::string& precision, double head_dim) const;
+  double conv_efficiency(const std::string& precision, double channels) const;
   // The price multiplier at hour-of-day `hour` (0..23, UTC).
   double price_multiplier(int hour) const;
 };
