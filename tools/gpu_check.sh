@@ -10,6 +10,9 @@
 #   5. training  inputs/gpt_small.ini (GPT-2 small, 124M parameters, T=1024) in fp32 and bf16
 #                on byte tokens, and inputs/fashion_cnn.ini: tokens or samples/s, TFLOP/s, MFU
 #                against the data-sheet peak, GPU memory, the step-time split
+#   6. calibrate `trellis plan --calibrate` on the GPU: a machine type for the planner
+#                (docs/planning.md), written as REPORT with .ini for .md (default
+#                gpu_check_report.ini), from inputs/clusters/onprem.ini's first section
 # and writes REPORT (default gpu_check_report.md here) with a line per part and the logs'
 # tails. Exit code: 0 when nothing failed, 1 otherwise. Environment: MPIEXEC (default mpirun),
 # CHECK_STEPS (training steps per run, default 30), GPU_PEAK_TFLOPS="fp32 bf16" to override the
@@ -153,6 +156,19 @@ else
   train_run gpt_fp32 "$peak_fp32" "${gpt[@]}"
   train_run gpt_bf16 "$peak_bf16" "${gpt[@]}" --precision.mode=bf16
   train_run cnn "$peak_fp32" --config "$inputs/fashion_cnn.ini" --data.train="$data/fashion-mnist/test.h5"
+fi
+
+# 6. The planner's calibration of this GPU.
+calibration=${report%.md}.ini
+[[ $calibration == "$report" ]] && calibration=$report.ini
+if ! $have_gpu; then
+  record calibrate SKIP "the planner's calibration needs a CUDA build on a GPU"
+elif run_timed 300 "$work/calibrate.log" "${launcher[@]}" "$bin/trellis" plan --calibrate \
+  --cluster "$inputs/clusters/onprem.ini" --name "$(hostname)-gpu" --out "$calibration"; then
+  record calibrate PASS "$calibration: $(grep -m1 '^peak_tflops_bf16' "$calibration"), $(grep -m1 '^gemm_efficiency_bf16' "$calibration")"
+else
+  record calibrate FAIL "trellis plan --calibrate"
+  detail "calibrate" "$work/calibrate.log"
 fi
 
 {

@@ -26,6 +26,12 @@ namespace trellis {
 
 namespace {
 
+#if defined(TRELLIS_ENABLE_CUDA)
+constexpr bool kDeviceBuild = true;  // the kernels below run on the GPU
+#else
+constexpr bool kDeviceBuild = false;
+#endif
+
 constexpr int kRows = 2048;
 const std::vector<int> kDims = {32, 64, 128, 256, 512, 1024};
 
@@ -253,8 +259,11 @@ MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_coun
   TRELLIS_MPI(MPI_Comm_rank(world, &rank));
   TRELLIS_MPI(MPI_Comm_size(world, &size));
   const double s = options.seconds_per_measurement;
-  const bool half = kernels::native_gemm_available(Precision::bf16) &&
-                    kernels::measured_bf16_gemm_speedup() >= kernels::kNativeBf16MinSpeedup;
+  // A CUDA build measures the device (cuBLAS, cuDNN, the flash kernels), whose bf16 GEMMs are
+  // native; a host build takes them where oneDNN's pay, as precision.kernels = auto does.
+  const bool half =
+      kernels::native_gemm_available(Precision::bf16) &&
+      (kDeviceBuild || kernels::measured_bf16_gemm_speedup() >= kernels::kNativeBf16MinSpeedup);
   const std::vector<int> head_dims = {32, 64, 128};
   const int total = static_cast<int>(kDims.size() + kConvChannels.size()) * (half ? 2 : 1) +
                     static_cast<int>(head_dims.size()) + 3;
@@ -266,11 +275,11 @@ MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_coun
   MachineType m = base;
   m.name = options.name;
   m.calibrated = true;
-  m.cpu_ranks = true;
+  m.cpu_ranks = !kDeviceBuild;
   m.devices_per_node = node_local_size;
   // More ranks than CPUs (one node; nodes alike): the ranks share them, and every rate below is
   // what each gets while all of them run.
-  const int cpus = node_count == 1 ? cpus_of_ranks(world) : 0;
+  const int cpus = m.cpu_ranks && node_count == 1 ? cpus_of_ranks(world) : 0;
   m.cpus_per_node = cpus > 0 && cpus < node_local_size ? cpus : 0;
   std::vector<double> fp32, bf16;
   for (int d : kDims) {
@@ -331,7 +340,8 @@ MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_coun
   step("MPI latency and bandwidth between nodes");
   m.description = "measured by trellis plan --calibrate on " + std::to_string(size) + " rank(s), " +
                   std::to_string(node_count) + " node(s)" +
-                  (half ? "; bf16: native GEMMs" : "; bf16: emulated (fp32 GEMMs)");
+                  (half ? "; bf16: native GEMMs" : "; bf16: emulated (fp32 GEMMs)") +
+                  (kDeviceBuild ? "; GPU kernels, links by host MPI (not NCCL)" : "");
   return m;
 }
 
