@@ -108,9 +108,9 @@ std::string plan_text(const PlanRequest& request, const PlanResult& result,
                   p.machine->name.c_str(), p.machine->calibrated ? "calibrated" : "uncalibrated");
   text += format_text(
       "  step %.3f s = compute %.3f (of which tp collectives %.3f) + pipeline %.3f + dp exchange "
-      "%.3f + optimizer %.3f; %d micro-batches\n",
+      "%.3f + optimizer %.3f; %d micro-batch%s\n",
       s.total_s, s.compute_s, s.tp_comm_s, s.pipeline_s, s.dp_comm_s, s.optimizer_s,
-      s.micro_batches);
+      s.micro_batches, s.micro_batches == 1 ? "" : "es");
   text += "  memory per rank " + format_bytes(static_cast<double>(p.memory.total())) + " of " +
           format_text("%g GiB", p.machine->device_memory_gib) + ": " +
           describe_memory_plan(p.memory) + "\n";
