@@ -56,3 +56,9 @@ set_tests_properties(e2e.slurm_multinode PROPERTIES FIXTURES_REQUIRED fashion_da
 trellis_add_e2e_test(NAME slurm_node_loss SCRIPT ${E2E}/slurm/slurm_node_loss.sh TIMEOUT 900)
 set_tests_properties(e2e.slurm_node_loss PROPERTIES FIXTURES_REQUIRED fashion_data
   RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+# That cluster's cloud partition elastic (--elastic): jobs power its nodes up, idle nodes power
+# down, a failed resume is marked down and requeued, a preempted burst job resumes on prem;
+# tools/cost_report's billed node-hours against the power log.
+trellis_add_e2e_test(NAME slurm_elastic SCRIPT ${E2E}/slurm/slurm_elastic.sh TIMEOUT 900)
+set_tests_properties(e2e.slurm_elastic PROPERTIES FIXTURES_REQUIRED fashion_data
+  RUN_SERIAL TRUE SKIP_RETURN_CODE 77)

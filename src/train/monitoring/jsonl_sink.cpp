@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -48,10 +50,43 @@ JsonLine collectives_json(const StepCollectives& c) {
   return out;
 }
 
+// A Slurm variable of this attempt's environment, or "" outside Slurm.
+std::string slurm_env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+// attempts.jsonl: one line per attempt that reached its summary, appended, so a job requeued
+// after preemption keeps every attempt's device-hours (summary.json holds the last one's) for
+// tools/cost_report, beside the Slurm job and nodes it ran as. An attempt killed without a
+// summary (a lost node) leaves no line.
+void append_attempt(const std::string& path, const RunSummary& r) {
+  const double ended =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  JsonLine line;
+  line.add("ended_unix_s", ended)
+      .add("wall_time_s", r.wall_time_s)
+      .add("ranks", r.ranks)
+      .add("device_hours", r.cost.device_hours)
+      .add("first_step", r.first_step)
+      .add("steps", r.steps)
+      .add("finish", r.finish)
+      .add("slurm_job_id", slurm_env("SLURM_JOB_ID"))
+      .add("slurm_restart_count", slurm_env("SLURM_RESTART_COUNT"))
+      .add("slurm_nodelist", slurm_env("SLURM_JOB_NODELIST"))
+      .add("slurm_partition", slurm_env("SLURM_JOB_PARTITION"));
+  std::ofstream out(path, std::ios::app);
+  out << line.str() << "\n";
+  if (!out) throw Error("cannot append to " + path + ": " + std::strerror(errno));
+}
+
 }  // namespace
 
 JsonlSink::JsonlSink(const std::string& run_dir, std::int64_t resumed_step)
-    : run_dir_(run_dir), log_(run_dir + "/metrics.jsonl", true, resumed_step) {}
+    : run_dir_(run_dir), log_(run_dir + "/metrics.jsonl", true, resumed_step) {
+  // A fresh run's attempts start here; a resumed one adds to the earlier attempts' lines.
+  if (resumed_step < 0) std::remove((run_dir + "/attempts.jsonl").c_str());
+}
 
 void JsonlSink::interval(const IntervalReport& r) {
   JsonLine line;
@@ -158,6 +193,7 @@ void JsonlSink::summary(const RunSummary& r) {
   std::ofstream out(path);
   out << s.str() << "\n";
   if (!out) throw Error("cannot write " + path);
+  append_attempt(run_dir_ + "/attempts.jsonl", r);
 }
 
 }  // namespace trellis

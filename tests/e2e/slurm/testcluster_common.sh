@@ -1,7 +1,8 @@
 # Shared by the end-to-end scripts on the namespaced test cluster (tests/cluster/testcluster.sh), after
 # common.sh: exits 77 (skip) when not root; starts TESTCLUSTER_NODES nodes (default 2; set it
-# before sourcing) that see this test's files (and the build and data, when they are under
-# /tmp, which every node has its own of); stops the cluster on exit. Sets: cluster (the
+# before sourcing, and TESTCLUSTER_ELASTIC=1 for an elastic cloud partition) that see this
+# test's files (and the build and data, when they are under /tmp, which every node has its
+# own of); stops the cluster on exit. Sets: cluster (the
 # script), client CMD... (a Slurm client on the head node), sub (the submit directory, also
 # the working directory).
 if [[ $(id -u) != 0 ]]; then
@@ -18,7 +19,7 @@ done
 export TRELLIS_TESTCLUSTER_SHARED=$shared
 trap '"$cluster" stop > /dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 "$cluster" stop > /dev/null 2>&1 || true  # what a killed earlier run left
-"$cluster" start "${TESTCLUSTER_NODES:-2}"
+"$cluster" start "${TESTCLUSTER_NODES:-2}" ${TESTCLUSTER_ELASTIC:+--elastic}
 export TRELLIS_BIN
 client() { "$cluster" run "$@"; }
 sub="$WORK/submit"
