@@ -11,7 +11,11 @@
 #include "trellis/core/code_path.hpp"
 #include "trellis/core/kokkos_types.hpp"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
+// No clones where the build's own -march already has AVX-512 (x86-64-v4, -march=native on an
+// AVX-512 host, Spack's target flags): nothing to gain, and GCC 12 crashes (internal compiler
+// error) cloning down to x86-64-v3 from such a baseline.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__) && \
+    !defined(__AVX512F__)
 #define TRELLIS_HOST_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 // For helpers called from a clone: inlined into each clone, so they get its instruction set.
