@@ -129,4 +129,17 @@ sacct -j "$id2" --format="$fields"
 echo "---- sacct --duplicates -j $id2"
 sacct --duplicates -j "$id2" --format="$fields"
 sacct --duplicates -X -n -P -j "$id2" -o State | grep -qx REQUEUED || fail "sacct shows no requeued attempt of job $id2"
+# tools/cost_report from the accounting database: both attempts in Trellis and in Slurm.
+echo "---- tools/cost_report $run2"
+"$TRELLIS_SRC/tools/cost_report" "$run2" || fail "cost_report"
+"$TRELLIS_SRC/tools/cost_report" "$run2" --json > "$WORK/cost.json" || fail "cost_report --json"
+$py - "$WORK/cost.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["job_source"] == "sacct", f"job records from {r['job_source']}, not sacct"
+assert r["attempts"] == 2 and len(r["slurm_attempts"]) == 2, f"attempts: {r['attempts']}, {r['slurm_attempts']}"
+# 2 ranks on one node: at most 2 device-hours per node-hour allocated
+assert 0 < r["device_hours"] <= 2 * r["allocated_node_hours"], r
+print(f"cost_report: {r['device_hours']:.5f} device-hours, {r['allocated_node_hours']:.5f} node-hours (sacct)")
+PY
 echo "slurm_cluster: ok"
