@@ -27,7 +27,7 @@ TRELLIS_VENV ?= /opt/trellis-venv
 # tests: $(shell ...) and $(...) would test the pipe they read from.
 DEMO_PROGRESS = progress=lines; if test -t 1; then progress=bar; fi;
 
-.PHONY: all deps deps-hf configure build build-portable bundle test demo demo-cnn demo-gpt demo-llama bench tensorboard clean
+.PHONY: all deps deps-hf configure build build-portable bundle test demo demo-cnn demo-gpt demo-llama bench tensorboard container container-test clean
 
 all: build
 
@@ -107,6 +107,21 @@ BENCH_REPEATS ?= 3
 bench: build $(DATA_DIR)/train.h5 $(TEXT_DIR)/train.h5
 	tools/install-deps.sh --bench
 	tools/bench/run_bench.sh $(BENCH_REPEATS)
+
+# The container image (Containerfile, docs/containers.md), built with podman from a Debian 12
+# base that mmdebstrap makes (no registry). container-test runs the end-to-end test of the image
+# (the script ctest runs as e2e.container) on the demo's data.
+CONTAINER_IMAGE ?= localhost/trellis:latest
+container:
+	tools/container/install-podman.sh
+	tools/container/build_image.sh $(CONTAINER_IMAGE)
+
+container-test: deps $(DATA_DIR)/train.h5
+	tools/container/install-podman.sh
+	TRELLIS_SRC=$(CURDIR) TRELLIS_BIN=$(BUILD_DIR)/trellis TRELLIS_TEST_DATA=$(abspath $(DATA_DIR)) \
+	  TRELLIS_CONTAINER_DATA=$(abspath $(DATA_DIR)) TRELLIS_PYTHON=$(PYTHON) \
+	  TRELLIS_FASHION_MNIST_DIR=$(FASHION_MNIST_SRC) TRELLIS_TEXT_CORPUS=/usr/share/common-licenses/GPL-3 \
+	  bash tests/e2e/container/container_test.sh
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -62,3 +62,12 @@ set_tests_properties(e2e.slurm_node_loss PROPERTIES FIXTURES_REQUIRED fashion_da
 trellis_add_e2e_test(NAME slurm_elastic SCRIPT ${E2E}/slurm/slurm_elastic.sh TIMEOUT 900)
 set_tests_properties(e2e.slurm_elastic PROPERTIES FIXTURES_REQUIRED fashion_data
   RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+# The container image (Containerfile) built with podman and run: trellis info, the demo under the
+# image's mpirun, podman stop and resume in another container, bind-mount ownership. Exits 77
+# (skipped) without podman and mmdebstrap (`make container-test` installs them), when not root
+# or when podman cannot start a container; TRELLIS_CONTAINER_TEST=0 skips it, =1 makes those
+# skips failures. Its first run compiles the image (5 minutes on 2 cores, a minute more to make
+# the Debian base); with podman's layer cache, 15 s.
+trellis_add_e2e_test(NAME container SCRIPT ${E2E}/container/container_test.sh TIMEOUT 1800)
+set_tests_properties(e2e.container PROPERTIES FIXTURES_REQUIRED fashion_data RUN_SERIAL TRUE
+  SKIP_RETURN_CODE 77)
