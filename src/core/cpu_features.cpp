@@ -47,15 +47,19 @@ CpuFeatures detect_cpu_features(const std::string& hide) {
     f.avx512_fp16 = f.avx512f && ((d >> 23) & 1u);
     f.amx_bf16 = amx_state && ((d >> 22) & 1u);
     f.amx_int8 = amx_state && ((d >> 25) & 1u);
+    f.avx512_vnni = f.avx512f && ((c >> 11) & 1u);
     const unsigned max_subleaf = a;
     if (max_subleaf >= 1) {
       __cpuid_count(7, 1, a, b, c, d);
       f.avx512_bf16 = f.avx512f && ((a >> 5) & 1u);
+      f.avx_vnni = avx_state && ((a >> 4) & 1u);
     }
   }
 #endif
   f.hidden = hide;
-  if (listed(hide, "avx512f")) f.avx512f = f.avx512_bf16 = f.avx512_fp16 = false;
+  if (listed(hide, "avx512f")) f.avx512f = f.avx512_bf16 = f.avx512_fp16 = f.avx512_vnni = false;
+  if (listed(hide, "avx512_vnni")) f.avx512_vnni = false;
+  if (listed(hide, "avx_vnni")) f.avx_vnni = false;
   if (listed(hide, "avx512_bf16")) f.avx512_bf16 = false;
   if (listed(hide, "avx512_fp16")) f.avx512_fp16 = false;
   if (listed(hide, "f16c")) f.f16c = false;
@@ -85,6 +89,8 @@ std::string CpuFeatures::describe() const {
   add(f16c, "f16c");
   add(amx_bf16, "amx_bf16");
   add(amx_int8, "amx_int8");
+  add(avx512_vnni, "avx512_vnni");
+  add(avx_vnni, "avx_vnni");
   return out.empty() ? "none" : out;
 }
 

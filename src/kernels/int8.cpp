@@ -1,5 +1,6 @@
 #include "trellis/kernels/int8.hpp"
 
+#include "trellis/core/cpu_features.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
@@ -208,6 +209,11 @@ struct Int8Linear::Onednn {
 
 bool int8_onednn_available() {
   static const bool available = [] {
+    // oneDNN creates int8 primitives on any AVX2 CPU, but without VNNI (or AMX) its kernels
+    // sum u8 x s8 pairs in saturating int16 (VPMADDUBSW): off by up to a third on full-
+    // range operands on an AMD Zen 3. The reference kernel is exact there.
+    const CpuFeatures& cpu = host_cpu_features();
+    if (!(cpu.avx512_vnni || cpu.avx_vnni || cpu.amx_int8)) return false;
     try {
       const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
       using dt = dnnl::memory::data_type;

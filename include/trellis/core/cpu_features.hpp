@@ -2,7 +2,8 @@
 // host's): read with CPUID and checked against what the OS enabled (XGETBV), once.
 //
 // TRELLIS_CPU_HIDE (environment, comma-separated feature names as in /proc/cpuinfo:
-// avx512_bf16, avx512_fp16, amx_bf16, amx_int8, avx512f, f16c) makes features look absent,
+// avx512_bf16, avx512_fp16, amx_bf16, amx_int8, avx512_vnni, avx_vnni, avx512f, f16c) makes
+// features look absent,
 // so the fallback paths of a host without them can be tested on one that has them.
 #pragma once
 
@@ -17,6 +18,10 @@ struct CpuFeatures {
   bool f16c = false;         // fp16 <-> fp32 conversion
   bool amx_bf16 = false;     // tile matrix multiply in bf16 (needs the OS's AMX state)
   bool amx_int8 = false;
+  // u8 x s8 dot products into int32 (VPDPBUSD). Without them oneDNN's int8 GEMMs multiply with
+  // VPMADDUBSW, whose int16 pair sums saturate on full-range operands (wrong results).
+  bool avx512_vnni = false;
+  bool avx_vnni = false;
   std::string hidden;  // what TRELLIS_CPU_HIDE removed, as given
 
   // "avx512f avx512_bf16 ..." of the features present (after hiding); "none" if none.

@@ -59,7 +59,8 @@ void dequantize(ConstByteVector q, const ActivationQuant& quant, Vector x);
 void quantize_weights(ConstVector w, std::size_t rows, std::size_t cols, Int8View q, Vector scales);
 
 enum class Int8Backend { automatic, onednn, reference };
-// Whether this build has oneDNN's int8 matmul on this CPU (asked of oneDNN once).
+// Whether this build has oneDNN's int8 matmul on this CPU (asked of oneDNN once) and the CPU
+// has int8 dot products (VNNI or AMX), without which oneDNN's sums saturate.
 bool int8_onednn_available();
 
 // One layer's int8 linear y = f(x W^T + b), quantized as above. Weights, scales and bias are

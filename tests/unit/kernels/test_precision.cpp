@@ -212,6 +212,10 @@ TEST_CASE("TRELLIS_CPU_HIDE removes instruction sets from the detected features"
   CHECK_FALSE(hidden.avx512_fp16);
   CHECK(hidden.avx512f == all.avx512f);
   CHECK(detect_cpu_features("avx512f").describe().find("avx512") == std::string::npos);
+  const CpuFeatures no_vnni = detect_cpu_features("avx512_vnni,avx_vnni");
+  CHECK_FALSE(no_vnni.avx512_vnni);
+  CHECK_FALSE(no_vnni.avx_vnni);
+  CHECK(no_vnni.avx512f == all.avx512f);
   INFO("this host: " << all.describe());
   CHECK(!all.describe().empty());
 }
