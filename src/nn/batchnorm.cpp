@@ -36,12 +36,14 @@ void fence_before_mpi() {
 }  // namespace
 
 BatchNorm2d::BatchNorm2d(ParameterStore& store, const std::string& name, int channels, int height,
-                         int width, int capacity, float momentum, float eps, const MpiComm* sync)
+                         int width, int capacity, float momentum, float eps, const MpiComm* sync,
+                         int channel_block)
     : Layer(name, checked_features(name, channels, height, width), channels * height * width,
             capacity),
       store_(&store),
       channels_(channels),
       plane_(height * width),
+      channel_block_(channel_block),
       momentum_(momentum),
       eps_(eps),
       sync_(sync),
@@ -53,6 +55,7 @@ BatchNorm2d::BatchNorm2d(ParameterStore& store, const std::string& name, int cha
   if (!(momentum >= 0.0f && momentum <= 1.0f) || !(eps > 0.0f)) {
     throw Error("batchnorm \"" + name + "\": momentum must be in [0, 1] and eps positive");
   }
+  layout().require_fits(channels, ("batchnorm \"" + name + "\"").c_str());
   if (sync_ != nullptr && sync_->get() == MPI_COMM_NULL) {
     throw Error("batchnorm \"" + name + "\": sync communicator is MPI_COMM_NULL");
   }
@@ -99,7 +102,7 @@ void BatchNorm2d::forward(ConstMatrix input, int n, const StepContext& ctx) {
   const kernels::DoubleVector stats(stats_.data(), stats_.extent(0));
   training_ = ctx.training;
   if (training_) {
-    kernels::batchnorm_sums(x, plane_, sums);
+    kernels::batchnorm_sums(x, layout(), sums);
     const double local_count = static_cast<double>(n) * plane_;
     // With sync, the count rides along in the same all-reduce (element 2C).
     count_ = sync_ != nullptr ? allreduce_sums(2 * channels_, local_count) : local_count;
@@ -112,7 +115,7 @@ void BatchNorm2d::forward(ConstMatrix input, int n, const StepContext& ctx) {
   } else {
     kernels::batchnorm_running_stats(running_stats(), eps_, stats);
   }
-  kernels::batchnorm_normalize(x, plane_, stats, gamma, beta, output_rows(n));
+  kernels::batchnorm_normalize(x, layout(), stats, gamma, beta, output_rows(n));
 }
 
 void BatchNorm2d::backward(ConstMatrix output_grad, int n) {
@@ -120,11 +123,11 @@ void BatchNorm2d::backward(ConstMatrix output_grad, int n) {
   const ConstMatrix x = saved_input();
   const kernels::DoubleVector sums(sums_.data(), sums_.extent(0));
   const kernels::ConstDoubleVector stats(stats_.data(), stats_.extent(0));
-  kernels::batchnorm_backward_sums(x, dy, plane_, stats, sums);
+  kernels::batchnorm_backward_sums(x, dy, layout(), stats, sums);
   // Parameter gradients from this rank's rows (the DP all-reduce sums them over ranks).
   kernels::batchnorm_param_grads(sums, store_->grad_vector(weight_), store_->grad_vector(bias_));
   if (training_ && sync_ != nullptr) allreduce_sums(2 * channels_, -1.0);
-  kernels::batchnorm_backward_input(x, dy, plane_, stats, store_->param_vector(weight_), sums,
+  kernels::batchnorm_backward_input(x, dy, layout(), stats, store_->param_vector(weight_), sums,
                                     count_, training_, input_grad_rows(n));
 }
 

@@ -54,6 +54,8 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
   const int cap = spec.capacity;
   const MpiComm* sync = spec.sync_bn ? spec.dp : nullptr;
   int channels = spec.widths.front(), height = spec.height, width = spec.width;
+  channel_block_ = conv_channel_block(spec.conv_layout, spec.conv_impl, store);
+  const int stem_block = kernels::channel_block_for(channels, channel_block_);
 
   Conv2dSpec stem;
   stem.in_channels = spec.channels;
@@ -65,11 +67,12 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
   stem.width = width;
   stem.bias = false;
   stem.impl = spec.conv_impl;
+  stem.out_block = stem_block;  // the images stay NCHW rows
   auto stem_conv = std::make_unique<Conv2d>(store, prefix + "stem.conv", stem, cap);
   stem_conv->set_input_grad_needed(spec.input_grad);
   layers_.add(std::move(stem_conv));
   auto bn = std::make_unique<BatchNorm2d>(store, prefix + "stem.bn", channels, height, width, cap,
-                                          0.1f, 1e-5f, sync);
+                                          0.1f, 1e-5f, sync, stem_block);
   batchnorms_.push_back(bn.get());
   layers_.add(std::move(bn));
   layers_.add(std::make_unique<Relu>(prefix + "stem.relu", channels * height * width, cap));
@@ -85,7 +88,7 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
       {
         const SharedBufferScope shared = blocks_->building(index);
         block = std::make_unique<BasicBlock>(store, name, channels, spec.widths[s], stride, height,
-                                             width, cap, sync, spec.conv_impl, mid);
+                                             width, cap, sync, spec.conv_impl, mid, channel_block_);
       }
       blocks_->add(*block);
       block_names_.push_back(name);
@@ -98,7 +101,9 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
   }
   blocks_->finish();
   end_block_ = layers_.size();
-  layers_.add(std::make_unique<GlobalAvgPool>(prefix + "pool", channels, height, width, cap));
+  layers_.add(
+      std::make_unique<GlobalAvgPool>(prefix + "pool", channels, height, width, cap,
+                                      kernels::channel_block_for(channels, channel_block_)));
   layers_.add(std::make_unique<Linear>(store, prefix + "head", channels, spec.classes, cap));
 }
 

@@ -36,7 +36,24 @@ const char* vendor_conv_name() {
 #endif
 }
 
+ConvLayout parse_conv_layout(const std::string& name) {
+  if (name == "auto") return ConvLayout::automatic;
+  if (name == "nchw") return ConvLayout::nchw;
+  if (name == "blocked") return ConvLayout::blocked;
+  throw ConfigError("config key kernels.conv_layout = \"" + name +
+                    "\" (expected auto, nchw or blocked)");
+}
+
 namespace {
+
+#if TRELLIS_HAVE_ONEDNN && !defined(TRELLIS_ENABLE_CUDNN)
+// bf16 operands where autocast runs native kernels and oneDNN has a bf16 convolution of its own
+// on this CPU; everywhere else the fp32 convolution on rounded operands.
+bool onednn_half_operands(const Autocast& autocast) {
+  return autocast.native && autocast.mode == Precision::bf16 &&
+         kernels::OnednnConvolution::bf16_available();
+}
+#endif
 
 kernels::ConvGeometry geometry_of(const Conv2dSpec& s) {
   kernels::ConvGeometry g;
@@ -82,6 +99,30 @@ Conv2dSpec make_spec(int in_channels, int out_channels, int kernel, int stride, 
 
 }  // namespace
 
+int conv_channel_block(ConvLayout layout, ConvImpl impl, const ParameterStore& store) {
+  if (layout == ConvLayout::nchw) return 1;
+  int block = 1;
+#if TRELLIS_HAVE_ONEDNN && !defined(TRELLIS_ENABLE_CUDNN)
+  if (impl != ConvImpl::im2col) {
+    block = kernels::OnednnConvolution::preferred_channel_block(
+        onednn_half_operands(store.autocast()) ? Precision::bf16 : Precision::fp32);
+  }
+#else
+  (void)impl, (void)store;
+#endif
+  if (layout == ConvLayout::blocked && block == 1) {
+    const std::string why = std::string(vendor_conv_name()) != "onednn"
+                                ? "this build has no oneDNN convolution"
+                            : impl == ConvImpl::im2col ? "kernels.conv = im2col"
+                                                       : "oneDNN keeps NCHW on this CPU";
+    throw ConfigError(
+        "config key kernels.conv_layout = blocked needs oneDNN convolutions in a "
+        "channel-blocked layout, but " +
+        why + " (expected auto or nchw)");
+  }
+  return block;
+}
+
 Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec& spec, int capacity)
     : Layer(name, checked_in_features(name, spec), out_features_of(name, spec), capacity),
       store_(&store),
@@ -102,6 +143,14 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec&
                       "\": a vendor convolution was asked for, but this build has none");
   }
   const bool vendor = spec.impl != ConvImpl::im2col;
+  in_block_ = spec.in_block;
+  out_block_ = spec.out_block;
+  input_layout().require_fits(spec.in_channels, ("conv2d \"" + name + "\" input").c_str());
+  output_layout().require_fits(spec.out_channels, ("conv2d \"" + name + "\" output").c_str());
+  if ((in_block_ > 1 || out_block_ > 1) && !(vendor && std::string(vendor_conv_name()) == "onednn"))
+    throw ConfigError("conv2d \"" + name + "\": channel-blocked activations (blocks " +
+                      std::to_string(in_block_) + " -> " + std::to_string(out_block_) +
+                      ") need the oneDNN convolution, which this build or kernels.conv excludes");
 #if defined(TRELLIS_ENABLE_CUDNN)
   if (vendor) {
     // cuDNN has bf16 and fp16 convolutions: native autocast takes them.
@@ -112,13 +161,10 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, const Conv2dSpec&
   }
 #elif TRELLIS_HAVE_ONEDNN
   if (vendor) {
-    // bf16 operands where autocast runs native kernels and oneDNN has a bf16 convolution of
-    // its own on this CPU; everywhere else the fp32 convolution on rounded operands.
-    const Autocast& autocast = store.autocast();
-    half_operands_ = autocast.native && autocast.mode == Precision::bf16 &&
-                     kernels::OnednnConvolution::bf16_available();
+    half_operands_ = onednn_half_operands(store.autocast());
     onednn_ = std::make_unique<kernels::OnednnConvolution>(
-        geometry_, out_channels_, capacity, half_operands_ ? Precision::bf16 : Precision::fp32);
+        geometry_, out_channels_, capacity, half_operands_ ? Precision::bf16 : Precision::fp32,
+        kernels::ChannelBlocks{in_block_, out_block_});
   }
 #else
   (void)vendor;
@@ -155,6 +201,21 @@ Conv2d::Conv2d(ParameterStore& store, const std::string& name, int in_channels, 
              make_spec(in_channels, out_channels, kernel, stride, padding, height, width, bias),
              capacity) {}
 
+kernels::ChannelLayout Conv2d::input_layout() const {
+  return {geometry_.height * geometry_.width, in_block_};
+}
+
+kernels::ChannelLayout Conv2d::output_layout() const {
+  return {geometry_.out_height() * geometry_.out_width(), out_block_};
+}
+
+int Conv2d::activation_reorders() const {
+#if TRELLIS_HAVE_ONEDNN && !defined(TRELLIS_ENABLE_CUDNN)
+  if (onednn_) return onednn_->activation_reorders();
+#endif
+  return 0;
+}
+
 bool Conv2d::uses_vendor() const {
 #if defined(TRELLIS_ENABLE_CUDNN)
   return cudnn_ != nullptr;
@@ -188,8 +249,7 @@ void Conv2d::forward(ConstMatrix input, int n, const StepContext&) {
     onednn_->forward(x, n, w, y);
 #endif
     if (bias_) {
-      kernels::channel_bias_add(y, store_->param_vector(*bias_),
-                                static_cast<int>(geometry_.col_cols()));
+      kernels::channel_bias_add(y, store_->param_vector(*bias_), output_layout());
     }
     round_in_place(store_->autocast(), y);
     return;
@@ -210,14 +270,14 @@ void Conv2d::forward_operands(ConstMatrix x, kernels::ConstVector weight, int n)
 #if defined(TRELLIS_ENABLE_CUDNN)
   if (cudnn_) {
     if (n > 0) cudnn_->forward(x, n, weight, y);
-    if (bias_) kernels::channel_bias_add(y, store_->param_vector(*bias_), static_cast<int>(plane));
+    if (bias_) kernels::channel_bias_add(y, store_->param_vector(*bias_), output_layout());
     return;
   }
 #endif
 #if TRELLIS_HAVE_ONEDNN
   if (onednn_) {
     onednn_->forward(x, n, weight, y);
-    if (bias_) kernels::channel_bias_add(y, store_->param_vector(*bias_), static_cast<int>(plane));
+    if (bias_) kernels::channel_bias_add(y, store_->param_vector(*bias_), output_layout());
     return;
   }
 #endif
@@ -230,7 +290,7 @@ void Conv2d::forward_operands(ConstMatrix x, kernels::ConstVector weight, int n)
       kernels::gemm(false, false, 1.0f, w, cols_j, 0.0f, y_j);  // [C', H'*W']
     }
   }
-  if (bias_) kernels::channel_bias_add(y, store_->param_vector(*bias_), static_cast<int>(plane));
+  if (bias_) kernels::channel_bias_add(y, store_->param_vector(*bias_), output_layout());
 }
 
 void Conv2d::backward(ConstMatrix output_grad, int n) {
@@ -248,7 +308,7 @@ void Conv2d::backward_operands(ConstMatrix dy, ConstMatrix x, int n) {
 #if defined(TRELLIS_ENABLE_CUDNN) || TRELLIS_HAVE_ONEDNN
   if (half_operands_) {  // the vendor convolution converts dy and x to 16 bits itself
     if (bias_) {
-      kernels::channel_sum_accumulate(dy, store_->grad_vector(*bias_), static_cast<int>(plane));
+      kernels::channel_sum_accumulate(dy, store_->grad_vector(*bias_), output_layout());
     }
     const Matrix dx = input_grad_needed() ? input_grad_rows(n) : Matrix();
 #if defined(TRELLIS_ENABLE_CUDNN)
@@ -267,7 +327,7 @@ void Conv2d::backward_operands(ConstMatrix dy, ConstMatrix x, int n) {
   const Matrix dw(store_->grad_vector(weight_).data(), cout, ckk);
   const Matrix dx = input_grad_rows(n);  // [n, C*H*W]
   if (bias_) {
-    kernels::channel_sum_accumulate(dy, store_->grad_vector(*bias_), static_cast<int>(plane));
+    kernels::channel_sum_accumulate(dy, store_->grad_vector(*bias_), output_layout());
   }
 
 #if defined(TRELLIS_ENABLE_CUDNN)

@@ -56,21 +56,27 @@ void MaxPool2d::backward(ConstMatrix output_grad, int n) {
 }
 
 GlobalAvgPool::GlobalAvgPool(const std::string& name, int channels, int height, int width,
-                             int capacity)
+                             int capacity, int channel_block)
     : Layer(name, channels * checked_plane(name, channels, height, width), channels, capacity),
-      plane_(height * width) {}
+      plane_(height * width),
+      channel_block_(channel_block) {
+  kernels::ChannelLayout(plane_, channel_block)
+      .require_fits(channels, ("pool \"" + name + "\"").c_str());
+}
 
 void GlobalAvgPool::forward(ConstMatrix input, int n, const StepContext&) {
   if (channels_last_)
     kernels::global_avgpool_forward_channels_last(begin_forward(input, n), plane_, output_rows(n));
   else
-    kernels::global_avgpool_forward(begin_forward(input, n), plane_, output_rows(n));
+    kernels::global_avgpool_forward(begin_forward(input, n), {plane_, channel_block_},
+                                    output_rows(n));
 }
 
 void GlobalAvgPool::backward(ConstMatrix output_grad, int n) {
   if (channels_last_)
     throw Error("layer \"" + name() + "\": channels-last pooling is for inference only");
-  kernels::global_avgpool_backward(begin_backward(output_grad, n), plane_, input_grad_rows(n));
+  kernels::global_avgpool_backward(begin_backward(output_grad, n), {plane_, channel_block_},
+                                   input_grad_rows(n));
 }
 
 }  // namespace trellis::nn

@@ -11,9 +11,11 @@ namespace trellis::nn {
 namespace {
 
 Conv2dSpec conv_spec(int in, int out, int kernel, int stride, int padding, int height, int width,
-                     ConvImpl impl) {
+                     ConvImpl impl, int preferred_block) {
   Conv2dSpec s;
   s.impl = impl;
+  s.in_block = kernels::channel_block_for(in, preferred_block);
+  s.out_block = kernels::channel_block_for(out, preferred_block);
   s.in_channels = in;
   s.out_channels = out;
   s.kernel = kernel;
@@ -40,28 +42,33 @@ int block_out_features(const std::string& name, int in_channels, int out_channel
 
 BasicBlock::BasicBlock(ParameterStore& store, const std::string& name, int in_channels,
                        int out_channels, int stride, int height, int width, int capacity,
-                       const MpiComm* sync, ConvImpl conv_impl, int mid_channels)
+                       const MpiComm* sync, ConvImpl conv_impl, int mid_channels,
+                       int preferred_block)
     : Layer(name, in_channels * height * width,
             block_out_features(name, in_channels, out_channels, stride, height, width), capacity) {
   if (mid_channels <= 0) mid_channels = out_channels;
+  const int mid_block = kernels::channel_block_for(mid_channels, preferred_block);
+  const int out_block = kernels::channel_block_for(out_channels, preferred_block);
   conv1_ = std::make_unique<Conv2d>(
       store, name + ".conv1",
-      conv_spec(in_channels, mid_channels, 3, stride, 1, height, width, conv_impl), capacity);
+      conv_spec(in_channels, mid_channels, 3, stride, 1, height, width, conv_impl, preferred_block),
+      capacity);
   const int ho = conv1_->out_height(), wo = conv1_->out_width();
   bn1_ = std::make_unique<BatchNorm2d>(store, name + ".bn1", mid_channels, ho, wo, capacity, 0.1f,
-                                       1e-5f, sync);
+                                       1e-5f, sync, mid_block);
   relu1_ = std::make_unique<Relu>(name + ".relu1", mid_channels * ho * wo, capacity);
   conv2_ = std::make_unique<Conv2d>(
-      store, name + ".conv2", conv_spec(mid_channels, out_channels, 3, 1, 1, ho, wo, conv_impl),
-      capacity);
+      store, name + ".conv2",
+      conv_spec(mid_channels, out_channels, 3, 1, 1, ho, wo, conv_impl, preferred_block), capacity);
   bn2_ = std::make_unique<BatchNorm2d>(store, name + ".bn2", out_channels, ho, wo, capacity, 0.1f,
-                                       1e-5f, sync);
+                                       1e-5f, sync, out_block);
   if (stride != 1 || in_channels != out_channels) {
-    shortcut_conv_ = std::make_unique<Conv2d>(
-        store, name + ".shortcut.conv",
-        conv_spec(in_channels, out_channels, 1, stride, 0, height, width, conv_impl), capacity);
+    shortcut_conv_ = std::make_unique<Conv2d>(store, name + ".shortcut.conv",
+                                              conv_spec(in_channels, out_channels, 1, stride, 0,
+                                                        height, width, conv_impl, preferred_block),
+                                              capacity);
     shortcut_bn_ = std::make_unique<BatchNorm2d>(store, name + ".shortcut.bn", out_channels, ho, wo,
-                                                 capacity, 0.1f, 1e-5f, sync);
+                                                 capacity, 0.1f, 1e-5f, sync, out_block);
   }
   const auto size = static_cast<std::size_t>(capacity) * static_cast<std::size_t>(out_features());
   sum_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name + ".sum", size);

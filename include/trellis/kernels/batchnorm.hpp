@@ -1,5 +1,6 @@
-// Batch normalisation kernels over NCHW rows: x [n, C*plane], plane = H*W, statistics per
-// channel c over all (i, p) of the call.
+// Batch normalisation kernels over image rows: x [n, C*plane], plane = H*W, in NCHW or a
+// channel-blocked layout (kernels/channel_layout.hpp: `layout` is the plane and the block; a
+// plain plane means NCHW); statistics per channel c over all (i, p) of the call.
 //
 // The layer (nn/batchnorm.hpp) strings them together:
 //   forward (training):  batchnorm_sums(x) -> [all-reduce over ranks] -> batchnorm_batch_stats
@@ -9,11 +10,14 @@
 //                        -> [all-reduce] -> batchnorm_backward_input
 // Sums and statistics are double ([2C] buffers: first C entries one quantity, next C the
 // other). Each channel is reduced in a fixed order, so results are bitwise reproducible: on a
-// device by one thread in (i, p) order; on the host image by image, each contiguous plane in 8
-// interleaved double lanes (vectorised) and the plane sums in image order. Elementwise passes
-// run over every element, one (image, channel) plane per work item.
+// device by one thread in (i, p) order; on the host NCHW image by image, each contiguous plane
+// in 8 interleaved double lanes (vectorised) and the plane sums in image order; on the host
+// blocked, a block's B channels side by side in vector lanes, pixels in 2 interleaved partial
+// sums. The two layouts' sums differ by rounding only. Elementwise passes run over every
+// element, one (image, channel block) plane per work item.
 #pragma once
 
+#include "trellis/kernels/channel_layout.hpp"
 #include "trellis/kernels/views.hpp"
 
 namespace trellis::kernels {
@@ -22,7 +26,7 @@ using DoubleVector = Kokkos::View<double*, MemSpace, Unmanaged>;
 using ConstDoubleVector = Kokkos::View<const double*, MemSpace, Unmanaged>;
 
 // sums[c] = sum x[i, c, p],  sums[C + c] = sum x[i, c, p]^2.   sums: [>= 2C] (written)
-void batchnorm_sums(ConstMatrix x, int plane, DoubleVector sums);
+void batchnorm_sums(ConstMatrix x, ChannelLayout layout, DoubleVector sums);
 
 // From sums over `count` values per channel (count >= 2):
 //   mean = sums[c] / count,  var = sums[C + c] / count - mean^2 (biased, clamped at 0)
@@ -37,13 +41,13 @@ void batchnorm_batch_stats(ConstDoubleVector sums, double count, float eps, floa
 void batchnorm_running_stats(ConstVector running, float eps, DoubleVector stats);
 
 // y = (x - mean) * invstd * gamma + beta, per channel.   gamma, beta: [C]   y: [n, C*plane]
-void batchnorm_normalize(ConstMatrix x, int plane, ConstDoubleVector stats, ConstVector gamma,
-                         ConstVector beta, Matrix y);
+void batchnorm_normalize(ConstMatrix x, ChannelLayout layout, ConstDoubleVector stats,
+                         ConstVector gamma, ConstVector beta, Matrix y);
 
 // With xhat = (x - mean) * invstd:
 //   sums[c] = sum dy[i, c, p],  sums[C + c] = sum dy[i, c, p] * xhat[i, c, p].   (written)
-void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, int plane, ConstDoubleVector stats,
-                             DoubleVector sums);
+void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, ChannelLayout layout,
+                             ConstDoubleVector stats, DoubleVector sums);
 
 // dbeta[c] += sums[c],  dgamma[c] += sums[C + c]   (parameter gradients accumulate)
 void batchnorm_param_grads(ConstDoubleVector sums, Vector dgamma, Vector dbeta);
@@ -52,8 +56,8 @@ void batchnorm_param_grads(ConstDoubleVector sums, Vector dgamma, Vector dbeta);
 //   training (batch statistics over `count` values per channel, sums over the same values):
 //     dx = gamma * invstd * (dy - sums[c] / count - xhat * sums[C + c] / count)
 //   eval (fixed running statistics): dx = gamma * invstd * dy   (sums, count unused)
-void batchnorm_backward_input(ConstMatrix x, ConstMatrix dy, int plane, ConstDoubleVector stats,
-                              ConstVector gamma, ConstDoubleVector sums, double count,
-                              bool training, Matrix dx);
+void batchnorm_backward_input(ConstMatrix x, ConstMatrix dy, ChannelLayout layout,
+                              ConstDoubleVector stats, ConstVector gamma, ConstDoubleVector sums,
+                              double count, bool training, Matrix dx);
 
 }  // namespace trellis::kernels

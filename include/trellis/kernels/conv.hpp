@@ -12,6 +12,7 @@
 // segment cols[r, oh*W' .. oh*W' + W'); neither divides integers in its inner loop.
 #pragma once
 
+#include "trellis/kernels/channel_layout.hpp"
 #include "trellis/kernels/views.hpp"
 
 #include <cstdint>
@@ -55,11 +56,12 @@ void im2col(ConstMatrix images, int count, const ConvGeometry& g, Matrix cols);
 //   cols: [count * C*k*k, H'*W']   dimages: [>= count, C*H*W] (rows [0, count) written)
 void col2im(ConstMatrix cols, int count, const ConvGeometry& g, Matrix dimages);
 
-// Per-channel bias of NCHW rows: y[i, c, p] += bias[c].   y: [n, C*plane]   bias: [C]
-void channel_bias_add(Matrix y, ConstVector bias, int plane);
+// Per-channel bias of image rows (NCHW or channel-blocked, kernels/channel_layout.hpp):
+// y[i, c, p] += bias[c].   y: [n, C*plane]   bias: [C]
+void channel_bias_add(Matrix y, ConstVector bias, ChannelLayout layout);
 
-// grad[c] += sum over i, p of dy[i, c, p].   dy: [n, C*plane]   grad: [C]
-// One thread per channel sums in (i, p) order: bitwise reproducible.
-void channel_sum_accumulate(ConstMatrix dy, Vector grad, int plane);
+// grad[c] += sum over i, p of dy[i, c, p].   dy: [n, C*plane] in `layout`   grad: [C]
+// One thread per channel sums in (i, p) order: bitwise reproducible, the same in every layout.
+void channel_sum_accumulate(ConstMatrix dy, Vector grad, ChannelLayout layout);
 
 }  // namespace trellis::kernels

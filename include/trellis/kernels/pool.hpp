@@ -10,6 +10,7 @@
 //   backward: dx[i, c, h, w] = dy[i, c] / (H*W) (=).
 #pragma once
 
+#include "trellis/kernels/channel_layout.hpp"
 #include "trellis/kernels/views.hpp"
 
 #include <cstdint>
@@ -32,12 +33,13 @@ void maxpool_forward(ConstMatrix x, const PoolGeometry& g, Matrix y, IntVector a
 // dy: [n, C*H'*W']   argmax from the forward   dx: [n, C*H*W] (=)
 void maxpool_backward(ConstMatrix dy, ConstIntVector argmax, const PoolGeometry& g, Matrix dx);
 
-// x: [n, C*plane]   y: [n, C]
-void global_avgpool_forward(ConstMatrix x, int plane, Matrix y);
+// x: [n, C*plane] in NCHW or channel-blocked (kernels/channel_layout.hpp)   y: [n, C]
+// Each mean sums its pixels in order, so both layouts give the same bits.
+void global_avgpool_forward(ConstMatrix x, ChannelLayout layout, Matrix y);
 // The same over channels-last (NHWC) rows, x [n, H*W*C]: y[i, c] = mean_p x[i, p * C + c]
 // (the int8 CNN's activations, int8/classifiers.hpp).
 void global_avgpool_forward_channels_last(ConstMatrix x, int plane, Matrix y);
-// dy: [n, C]   dx: [n, C*plane] (=)
-void global_avgpool_backward(ConstMatrix dy, int plane, Matrix dx);
+// dy: [n, C]   dx: [n, C*plane] (=), in `layout`
+void global_avgpool_backward(ConstMatrix dy, ChannelLayout layout, Matrix dx);
 
 }  // namespace trellis::kernels

@@ -1,4 +1,5 @@
-// BatchNorm2d: per-channel batch normalisation of NCHW images flattened into rows, PyTorch's
+// BatchNorm2d: per-channel batch normalisation of images flattened into rows (NCHW, or the
+// channel-blocked layout of the convolution before it: kernels/channel_layout.hpp), PyTorch's
 // nn.BatchNorm2d(C, eps, momentum) (affine, tracking running statistics).
 //
 //   x [n, C*H*W] -> y [n, C*H*W]          plane = H*W
@@ -29,6 +30,7 @@
 
 #include "trellis/comm/mpi_comm.hpp"
 #include "trellis/core/kokkos_types.hpp"
+#include "trellis/kernels/channel_layout.hpp"
 #include "trellis/kernels/views.hpp"
 #include "trellis/nn/layer.hpp"
 #include "trellis/nn/parameter_store.hpp"
@@ -42,15 +44,17 @@ class BatchNorm2d : public Layer {
  public:
   // Registers "<name>.weight" and "<name>.bias" in `store` (before store.finalize()).
   // sync: statistics over all ranks of this communicator (nullptr: this rank's rows only).
+  // channel_block: the layout of x and y (kernels/channel_layout.hpp; 1 = NCHW).
   BatchNorm2d(ParameterStore& store, const std::string& name, int channels, int height, int width,
-              int capacity, float momentum = 0.1f, float eps = 1e-5f,
-              const MpiComm* sync = nullptr);
+              int capacity, float momentum = 0.1f, float eps = 1e-5f, const MpiComm* sync = nullptr,
+              int channel_block = 1);
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
 
   int channels() const { return channels_; }
   int plane() const { return plane_; }
+  kernels::ChannelLayout layout() const { return {plane_, channel_block_}; }
   float momentum() const { return momentum_; }
   float eps() const { return eps_; }
   const MpiComm* sync() const { return sync_; }
@@ -75,7 +79,7 @@ class BatchNorm2d : public Layer {
 
   ParameterStore* store_;
   std::size_t weight_, bias_;
-  int channels_, plane_;
+  int channels_, plane_, channel_block_;
   float momentum_, eps_;
   const MpiComm* sync_;
   FloatView running_;         // [2C]: running mean, running var

@@ -8,6 +8,9 @@
 //   head:     Linear "head.weight" [classes, widths.back()], "head.bias" [classes]
 //   -> logits [n, classes]
 // Spatial size through a stride-2 stage: H -> (H - 1) / 2 + 1 (28 -> 14 -> 7, 32 -> 16 -> 8).
+// From the stem's output to the pool, activations are in oneDNN's channel-blocked layout where
+// the convolutions run on oneDNN (CnnSpec::conv_layout): the layers between the convolutions
+// index channels in it, and no reorder sits around a convolution.
 // BatchNorms use batch statistics when ctx.training and running statistics otherwise; with
 // sync_bn and a dp communicator they synchronise their statistics over it (SyncBatchNorm), so
 // data-parallel ranks compute what one rank computes on the global batch.
@@ -41,6 +44,9 @@ struct CnnSpec {
   std::vector<int> block_widths;
   bool sync_bn = false;                      // synchronise BatchNorm statistics over dp
   ConvImpl conv_impl = ConvImpl::automatic;  // config: kernels.conv
+  // Activations between the convolutions in oneDNN's channel-blocked layout, so no reorder sits
+  // around a convolution (config: kernels.conv_layout; nn/conv2d.hpp ConvLayout).
+  ConvLayout conv_layout = ConvLayout::automatic;
   // Compute the gradient w.r.t. the input images (gradient checks): training does not need
   // it, so by default the stem convolution skips its backward-data pass.
   bool input_grad = false;
@@ -76,6 +82,10 @@ class Cnn : public Model {
 
   ConstMatrix input_grad() const;  // [capacity, C*H*W]
   const CnnSpec& spec() const { return spec_; }
+  // The channel block the activations after the stem are held in where it divides their
+  // channels (kernels/channel_layout.hpp): 1 = NCHW throughout. The input and the logits are
+  // plain rows whatever it is.
+  int channel_block() const { return channel_block_; }
   std::size_t num_layers() const { return layers_.size(); }
   const Layer& layer(std::size_t i) const { return layers_[i]; }
   Layer& layer(std::size_t i) { return layers_[i]; }
@@ -97,6 +107,7 @@ class Cnn : public Model {
   std::unique_ptr<BlockStack> blocks_;  // runs layers_ [first_block_, end_block_); outlives them
   LayerSequence layers_;
   std::size_t first_block_ = 0, end_block_ = 0;
+  int channel_block_ = 1;
   std::vector<const BatchNorm2d*> batchnorms_;  // all BatchNorms, in forward order
   std::vector<std::string> block_names_;        // "stage1.block1", ... in forward order
 };

@@ -1,6 +1,7 @@
 // Conv2d: 2-D cross-correlation with a square kernel, PyTorch's nn.Conv2d convention.
 //
-// Each sample is one NCHW image flattened into a row (kernels/conv.hpp):
+// Each sample is one NCHW image flattened into a row (kernels/conv.hpp), or on the oneDNN path
+// one image in a channel-blocked layout (Conv2dSpec::in_block / out_block):
 //   x  [n, C*H*W]                     in_features  = C*H*W
 //   W  "<name>.weight" [C', C, k, k]  (weight decay; viewed as the matrix [C', C*k*k])
 //   b  "<name>.bias"   [C']           (no decay; only when bias = true)
@@ -55,6 +56,15 @@ ConvImpl parse_conv_impl(const std::string& name);  // "auto" | "onednn" | "cudn
 // The vendor convolution this build has: "cudnn", "onednn" or "" (none).
 const char* vendor_conv_name();
 
+// How a CNN holds its activations between convolutions (config kernels.conv_layout):
+// automatic: in the channel-blocked layout oneDNN's convolutions choose here, where they run
+// on oneDNN and it chooses one, else NCHW; nchw; blocked: channel-blocked or a ConfigError.
+enum class ConvLayout { automatic, nchw, blocked };
+ConvLayout parse_conv_layout(const std::string& name);  // "auto" | "nchw" | "blocked"
+// The channel block (kernels/channel_layout.hpp; 1 = NCHW) that convolutions built with `impl`
+// on `store` (its precision decides the operands) want their activations in, under `layout`.
+int conv_channel_block(ConvLayout layout, ConvImpl impl, const ParameterStore& store);
+
 struct Conv2dSpec {
   int in_channels = 0, out_channels = 0;
   int kernel = 3, stride = 1, padding = 0;
@@ -63,6 +73,9 @@ struct Conv2dSpec {
   // Upper bound on the im2col workspace in floats; 0: Conv2d::kWorkspaceFloats.
   std::int64_t max_workspace_floats = 0;
   ConvImpl impl = ConvImpl::automatic;
+  // Channel blocks of the input and output rows (kernels/channel_layout.hpp): 1 = NCHW; more
+  // only on the oneDNN path (a CNN's activations in the convolutions' own layout).
+  int in_block = 1, out_block = 1;
 };
 
 class Conv2d : public Layer {
@@ -90,6 +103,12 @@ class Conv2d : public Layer {
   int block() const { return block_; }  // images per im2col workspace fill
   bool uses_vendor() const;             // the cuDNN / oneDNN path rather than im2col
   bool half_operands() const { return half_operands_; }  // the vendor path reads bf16 (above)
+  // The channel layouts of x and y (Conv2dSpec::in_block / out_block).
+  kernels::ChannelLayout input_layout() const;
+  kernels::ChannelLayout output_layout() const;
+  // Reorders of x, y, dy or dx a full batch's step runs around the oneDNN convolution (0 where
+  // the layouts are the convolution's own; 0 off the oneDNN path).
+  int activation_reorders() const;
   std::size_t weight_index() const { return weight_; }
   std::optional<std::size_t> bias_index() const { return bias_; }
 
@@ -108,6 +127,7 @@ class Conv2d : public Layer {
   std::size_t weight_;
   std::optional<std::size_t> bias_;
   int block_ = 1;
+  int in_block_ = 1, out_block_ = 1;
   bool half_operands_ = false;
   FloatView workspace_;   // [block * C*k*k * H'*W'] (empty when pointwise)
   AutocastOperand x16_;   // [cap * C*H*W] autocast: x rounded

@@ -7,6 +7,7 @@
 //   backward: dx = dy routed to the argmax positions (=), summed where windows overlap.
 // GlobalAvgPool:
 //   x [n, C*H*W] -> y [n, C],  y = mean over H*W;  backward: dx = dy / (H*W) broadcast (=).
+//   x in NCHW or channel-blocked (kernels/channel_layout.hpp), or channels-last for inference.
 #pragma once
 
 #include "trellis/kernels/pool.hpp"
@@ -38,7 +39,9 @@ class MaxPool2d : public Layer {
 
 class GlobalAvgPool : public Layer {
  public:
-  GlobalAvgPool(const std::string& name, int channels, int height, int width, int capacity);
+  // channel_block: the layout of x (kernels/channel_layout.hpp; 1 = NCHW).
+  GlobalAvgPool(const std::string& name, int channels, int height, int width, int capacity,
+                int channel_block = 1);
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
 
@@ -50,6 +53,7 @@ class GlobalAvgPool : public Layer {
 
  private:
   int plane_;  // H*W
+  int channel_block_;
   bool channels_last_ = false;
 };
 

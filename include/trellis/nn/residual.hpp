@@ -16,6 +16,9 @@
 // through the shortcut, and the two input gradients are added:
 //   dx = dx_main + (projection ? dx_shortcut : ds)     (=); parameter gradients +=.
 // The BatchNorms follow ctx.training and synchronise over `sync` when given (batchnorm.hpp).
+// preferred_block: the channel block the convolutions want (kernels/channel_layout.hpp); every
+// tensor whose channel count it divides (x, the inner and the output activations) is held in
+// that layout, the others NCHW. x and y are rows in those layouts: the block does not reorder.
 #pragma once
 
 #include "trellis/comm/mpi_comm.hpp"
@@ -36,7 +39,8 @@ class BasicBlock : public Layer {
  public:
   BasicBlock(ParameterStore& store, const std::string& name, int in_channels, int out_channels,
              int stride, int height, int width, int capacity, const MpiComm* sync = nullptr,
-             ConvImpl conv_impl = ConvImpl::automatic, int mid_channels = 0);
+             ConvImpl conv_impl = ConvImpl::automatic, int mid_channels = 0,
+             int preferred_block = 1);
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;

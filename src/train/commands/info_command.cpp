@@ -8,6 +8,8 @@
 #include "trellis/core/code_path.hpp"
 #include "trellis/core/format.hpp"
 #include "trellis/kernels/bf16_speed_probe.hpp"
+#include "trellis/nn/conv2d.hpp"
+#include "trellis/nn/parameter_store.hpp"
 #include "trellis/train/commands/command.hpp"
 #include "trellis/train/config/memory_plan.hpp"
 #include "trellis/train/model/model_registry.hpp"
@@ -95,6 +97,15 @@ int run_info_command(const CommandContext& context, const CommandArgs& args) {
     text += "  bf16 speed: oneDNN's bf16 GEMM measured " + format_text("%.2f", speedup) +
             "x its fp32 GEMM on rank 0; precision.kernels = auto takes " +
             (speedup >= kernels::kNativeBf16MinSpeedup ? "native" : "emulated") + " bf16\n";
+  }
+  {
+    const nn::ParameterStore fp32_store;
+    const int block =
+        nn::conv_channel_block(nn::ConvLayout::automatic, nn::ConvImpl::automatic, fp32_store);
+    text += "  cnn activations: " +
+            (block > 1 ? "nChw" + std::to_string(block) + "c (oneDNN's fp32 convolution layout)"
+                       : std::string("NCHW")) +
+            " with kernels.conv_layout = auto\n";
   }
   text += "  ranks: " + std::to_string(size) + " on " + std::to_string(node.node_count) +
           " node(s); grid " + (own_grid ? layout.describe() : std::string("none")) + "\n";

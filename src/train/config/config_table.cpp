@@ -80,9 +80,8 @@ const std::vector<ConfigEntry>& config_table() {
           "learned, llama rope)",
           choice, FIELD(model.positions), {"auto", "learned", "rope"}),
       KEY("model.rope_theta", "10000",
-          "rotary positions: base of the frequencies (Llama 3: "
-          "500000)",
-          real, FIELD(model.rope_theta), 1.0001, 1e12),
+          "rotary positions: base of the frequencies (Llama 3: 500000)", real,
+          FIELD(model.rope_theta), 1.0001, 1e12),
       KEY("model.rope_scaling_factor", "0",
           "rotary positions: Llama 3 frequency scaling factor (Llama 3.1: 8); 0 = none", real,
           FIELD(model.rope_scaling_factor), 0.0, 1e6),
@@ -94,9 +93,8 @@ const std::vector<ConfigEntry>& config_table() {
           "Llama 3 scaling: original_max_position_embeddings", integer,
           FIELD(model.rope_original_context), 1),
       KEY("model.norm", "auto",
-          "gpt/llama: layernorm or rmsnorm (auto: gpt layernorm, llama "
-          "rmsnorm)",
-          choice, FIELD(model.norm), {"auto", "layernorm", "rmsnorm"}),
+          "gpt/llama: layernorm or rmsnorm (auto: gpt layernorm, llama rmsnorm)", choice,
+          FIELD(model.norm), {"auto", "layernorm", "rmsnorm"}),
       KEY("model.norm_eps", "1e-5", "gpt/llama: epsilon of the norms", real, FIELD(model.norm_eps),
           1e-12, 1.0),
       KEY("model.mlp", "auto",
@@ -217,9 +215,11 @@ const std::vector<ConfigEntry>& config_table() {
           "communicator for the model's tensors (auto: nccl in CUDA builds with NCCL)", choice,
           FIELD(parallel.backend), {"auto", "mpi", "nccl"}),
       KEY("kernels.conv", "auto",
-          "convolution: auto (the build's vendor library, oneDNN or cuDNN, else im2col) | "
-          "onednn | cudnn | im2col (the portable path)",
+          "convolution: auto (oneDNN or cuDNN where built, else im2col) | onednn | cudnn | im2col",
           choice, FIELD(kernels.conv), {"auto", "onednn", "cudnn", "im2col"}),
+      KEY("kernels.conv_layout", "auto",
+          "cnn activations: auto (oneDNN's blocked layout with oneDNN convs) | nchw | blocked",
+          choice, FIELD(kernels.conv_layout), {"auto", "nchw", "blocked"}),
       KEY("memory.recompute", "none",
           "activation recomputation: none | selective (gpt, llama: norm and MLP activation "
           "outputs recomputed in backward) | full (every model: each group of blocks' "
@@ -234,9 +234,8 @@ const std::vector<ConfigEntry>& config_table() {
       KEY("parallel.bucket_mb", "25", "gradient all-reduce bucket size in MiB", real,
           FIELD(parallel.bucket_mb), 0.001, 1e6),
       KEY("parallel.sequence_parallel", "false",
-          "tp > 1: split the blocks' token rows over tp "
-          "(Megatron-SP; gpt, llama)",
-          boolean, FIELD(parallel.sequence_parallel)),
+          "tp > 1: split the blocks' token rows over tp (Megatron-SP; gpt, llama)", boolean,
+          FIELD(parallel.sequence_parallel)),
       KEY("parallel.overlap", "true",
           "start each gradient bucket's all-reduce as soon as backward has filled it", boolean,
           FIELD(parallel.overlap)),

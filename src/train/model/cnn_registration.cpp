@@ -26,6 +26,7 @@ std::unique_ptr<nn::Model> build_cnn(const ModelBuildArgs& a) {
   spec.block_widths = a.model.block_widths;
   spec.sync_bn = a.model.sync_bn && a.dp != nullptr;
   spec.conv_impl = nn::parse_conv_impl(a.kernels.conv);
+  spec.conv_layout = nn::parse_conv_layout(a.kernels.conv_layout);
   spec.dp = a.dp;
   spec.capacity = spec_int(a.capacity, "batch");
   spec.recompute = a.recompute;
@@ -89,8 +90,8 @@ ModelRegistration cnn_registration() {
   ModelRegistration r;
   r.type = ModelType::cnn;
   r.name = "cnn";
-  r.config_keys = {"model.widths", "model.blocks", "model.block_widths", "model.sync_bn",
-                   "kernels.conv"};
+  r.config_keys = {"model.widths",  "model.blocks", "model.block_widths",
+                   "model.sync_bn", "kernels.conv", "kernels.conv_layout"};
   r.data = DataKind::samples;
   r.tensor_parallel = false;
   r.pipeline_parallel = false;

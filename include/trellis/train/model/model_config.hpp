@@ -47,7 +47,8 @@ struct ModelConfig {
 // kernels.*: how the layers compute, which is no property of the model (a checkpoint resumes
 // under another choice), so it lives apart from ModelConfig.
 struct KernelsConfig {
-  std::string conv;  // cnn convolutions: auto | onednn | cudnn | im2col
+  std::string conv;                  // cnn convolutions: auto | onednn | cudnn | im2col
+  std::string conv_layout = "auto";  // cnn activations: auto | nchw | blocked
 };
 
 // memory.*: what the model trades for memory.

@@ -74,6 +74,23 @@ void set_buffer(const dnnl::memory& m, const void* data) {
   m.set_data_handle(const_cast<void*>(data));  // oneDNN's API is not const-correct
 }
 
+// The format tag of activations in channel blocks of `block` (ChannelBlocks).
+Tag activation_tag(int block) {
+  switch (block) {
+    case 1:
+      return Tag::nchw;
+    case 4:
+      return Tag::nChw4c;
+    case 8:
+      return Tag::nChw8c;
+    case 16:
+      return Tag::nChw16c;
+    default:
+      throw Error("onednn conv: no oneDNN layout for channel blocks of " + std::to_string(block) +
+                  " (expected 1, 4, 8 or 16)");
+  }
+}
+
 }  // namespace
 
 struct OnednnConvolution::Plan {
@@ -95,6 +112,7 @@ struct OnednnConvolution::State {
   ConvGeometry g;
   int out_channels = 0, capacity = 0;
   Precision operands = Precision::fp32;
+  ChannelBlocks blocks;
   std::string what;  // the geometry, for errors
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
@@ -141,9 +159,11 @@ struct OnednnConvolution::State {
     const dnnl::memory::desc any_src(src, op, Tag::any), any_wei(wei, op, Tag::any),
         any_dst(dst, f32, Tag::any), any_dy(dst, op, Tag::any), any_dx(src, f32, Tag::any),
         any_dw(wei, f32, Tag::any);
-    // Trellis' own buffers: activations and gradients fp32, weights in the operand format.
-    const dnnl::memory::desc plain_src(src, f32, Tag::nchw), plain_wei(wei, op, Tag::oihw),
-        plain_dst(dst, f32, Tag::nchw), plain_dw(wei, f32, Tag::oihw);
+    // Trellis' own buffers: activations and gradients fp32 in the caller's layouts, weights
+    // in the operand format.
+    const dnnl::memory::desc plain_src(src, f32, activation_tag(blocks.input)),
+        plain_wei(wei, op, Tag::oihw), plain_dst(dst, f32, activation_tag(blocks.output)),
+        plain_dw(wei, f32, Tag::oihw);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
@@ -196,16 +216,21 @@ struct OnednnConvolution::State {
 };
 
 OnednnConvolution::OnednnConvolution(const ConvGeometry& g, int out_channels, int capacity,
-                                     Precision operands)
+                                     Precision operands, ChannelBlocks blocks)
     : state_(std::make_unique<State>()) {
   g.validate("onednn conv");
   TRELLIS_REQUIRE(out_channels > 0 && capacity > 0,
                   "onednn conv: out_channels and capacity must be positive");
+  ChannelLayout(g.height * g.width, blocks.input).require_fits(g.channels, "onednn conv input");
+  ChannelLayout(g.out_height() * g.out_width(), blocks.output)
+      .require_fits(out_channels, "onednn conv output");
+  activation_tag(blocks.input), activation_tag(blocks.output);  // throw for unknown blocks
   if (operands == Precision::fp16)
     throw Error("onednn conv " + g.describe() +
                 ": oneDNN has no fp16 CPU convolution (fp16 autocast convolutions stay emulated)");
   state_->g = g;
   state_->operands = operands;
+  state_->blocks = blocks;
   state_->out_channels = out_channels;
   state_->capacity = capacity;
   state_->what = g.describe() + " -> " + std::to_string(out_channels) + " channels, " +
@@ -220,6 +245,50 @@ std::string OnednnConvolution::implementation() const {
 }
 
 Precision OnednnConvolution::operands() const { return state_->operands; }
+
+int OnednnConvolution::activation_reorders() const {
+  const Plan& p = *state_->plans.at(state_->capacity);
+  int count = !p.src.same + !p.dst.same + !p.diff_dst.same + !p.diff_src.same;
+  if (!p.src_bw_from_forward) count += !p.src_bw.same;
+  if (!p.diff_dst_bw_from_bd) count += !p.diff_dst_bw.same;
+  return count;
+}
+
+namespace {
+
+// The layout oneDNN's forward convolution chooses for its output on a CNN-like shape (32 ->
+// 32 channels, 3x3, 16x16 images), as a channel block.
+int ask_preferred_block(Precision operands) {
+  const auto f32 = dnnl::memory::data_type::f32;
+  const auto op = operands == Precision::bf16 ? dnnl::memory::data_type::bf16 : f32;
+  const Dims act{8, 32, 16, 16}, wei{32, 32, 3, 3}, unit{1, 1};
+  try {
+    const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    const dnnl::convolution_forward::primitive_desc pd(
+        dnnl::convolution_forward::desc(
+            dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+            dnnl::memory::desc(act, op, Tag::any), dnnl::memory::desc(wei, op, Tag::any),
+            dnnl::memory::desc(act, f32, Tag::any), unit, unit, unit),
+        engine);
+    for (const int block : {16, 8, 4}) {
+      if (pd.dst_desc() == dnnl::memory::desc(act, f32, activation_tag(block))) return block;
+    }
+  } catch (const dnnl::error&) {
+    // No convolution for these operands here (bf16 without AVX-512): NCHW, as for no oneDNN.
+  }
+  return 1;
+}
+
+}  // namespace
+
+int OnednnConvolution::preferred_channel_block(Precision operands) {
+  if (operands == Precision::bf16) {
+    static const int bf16_block = ask_preferred_block(Precision::bf16);
+    return bf16_block;
+  }
+  static const int fp32_block = ask_preferred_block(Precision::fp32);
+  return fp32_block;
+}
 
 bool OnednnConvolution::bf16_available() {
   const CpuFeatures& cpu = host_cpu_features();

@@ -1,5 +1,6 @@
 #include "trellis/kernels/pool.hpp"
 
+#include "trellis/core/code_path.hpp"
 #include "trellis/core/error.hpp"
 #include "trellis/core/kernel_label.hpp"
 
@@ -87,21 +88,26 @@ void maxpool_backward(ConstMatrix dy, ConstIntVector argmax, const PoolGeometry&
       });
 }
 
-void global_avgpool_forward(ConstMatrix x, int plane, Matrix y) {
+void global_avgpool_forward(ConstMatrix x, ChannelLayout layout, Matrix y) {
+  const int plane = layout.plane;
   TRELLIS_REQUIRE(plane > 0 && x.extent(0) == y.extent(0) &&
                       x.extent(1) == y.extent(1) * static_cast<std::size_t>(plane),
                   "global_avgpool_forward: input " + extents_string(x) + ", output " +
                       extents_string(y) + ", plane " + std::to_string(plane));
+  layout.require_fits(static_cast<long long>(y.extent(1)), "global_avgpool_forward");
   const float* xp = x.data();
   float* yp = y.data();
-  const std::int64_t pl = plane;
+  const std::int64_t pl = plane, B = layout.block;
+  const std::int64_t C = static_cast<std::int64_t>(y.extent(1));
   const float inv = 1.0f / static_cast<float>(plane);
+  // Output e = (i, c), c = cb * B + l: pixels of x[i, cb, :, l], B apart (B = 1: NCHW).
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::avgpool::fwd"), Range(0, static_cast<std::int64_t>(y.size())),
       KOKKOS_LAMBDA(const std::int64_t e) {
-        const float* src = xp + e * pl;
+        const std::int64_t i = e / C, c = e % C;
+        const float* src = xp + i * C * pl + (c / B) * pl * B + c % B;
         float sum = 0.0f;
-        for (std::int64_t q = 0; q < pl; ++q) sum += src[q];
+        for (std::int64_t q = 0; q < pl; ++q) sum += src[q * B];
         yp[e] = sum * inv;
       });
 }
@@ -125,18 +131,38 @@ void global_avgpool_forward_channels_last(ConstMatrix x, int plane, Matrix y) {
       });
 }
 
-void global_avgpool_backward(ConstMatrix dy, int plane, Matrix dx) {
+void global_avgpool_backward(ConstMatrix dy, ChannelLayout layout, Matrix dx) {
+  const int plane = layout.plane;
   TRELLIS_REQUIRE(plane > 0 && dx.extent(0) == dy.extent(0) &&
                       dx.extent(1) == dy.extent(1) * static_cast<std::size_t>(plane),
                   "global_avgpool_backward: output grad " + extents_string(dy) + ", input grad " +
                       extents_string(dx) + ", plane " + std::to_string(plane));
+  layout.require_fits(static_cast<long long>(dy.extent(1)), "global_avgpool_backward");
   const float* dyp = dy.data();
   float* dxp = dx.data();
-  const std::int64_t pl = plane;
+  const std::int64_t pl = plane, B = layout.block;
+  const std::int64_t C = static_cast<std::int64_t>(dy.extent(1));
   const float inv = 1.0f / static_cast<float>(plane);
+  if constexpr (kHostKernels) {  // no division per element
+    const std::int64_t n = static_cast<std::int64_t>(dx.extent(0));
+    for (std::int64_t i = 0; i < n; ++i) {
+      for (std::int64_t cb = 0; cb < C / B; ++cb) {
+        const float* grad = dyp + i * C + cb * B;
+        float* out = dxp + (i * C + cb * B) * pl;
+        for (std::int64_t q = 0; q < pl; ++q)
+          for (std::int64_t l = 0; l < B; ++l) out[q * B + l] = grad[l] * inv;
+      }
+    }
+    return;
+  }
+  // Element e of image i: channel block r / (pl * B), lane r % B (r = e within the image).
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::avgpool::bwd"), Range(0, static_cast<std::int64_t>(dx.size())),
-      KOKKOS_LAMBDA(const std::int64_t e) { dxp[e] = dyp[e / pl] * inv; });
+      KOKKOS_LAMBDA(const std::int64_t e) {
+        const std::int64_t i = e / (C * pl), r = e % (C * pl);
+        const std::int64_t c = (r / (pl * B)) * B + r % B;
+        dxp[e] = dyp[i * C + c] * inv;
+      });
 }
 
 }  // namespace trellis::kernels

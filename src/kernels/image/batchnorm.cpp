@@ -1,5 +1,7 @@
 #include "trellis/kernels/batchnorm.hpp"
 
+#include "batchnorm_blocked.hpp"
+
 #include "trellis/core/error.hpp"
 #include "trellis/core/host_simd.hpp"
 #include "trellis/core/kernel_label.hpp"
@@ -11,13 +13,26 @@ namespace trellis::kernels {
 
 namespace {
 
-// Number of channels C of x [n, C*plane]; throws unless plane divides the row.
-std::int64_t channels_of(const ConstMatrix& x, int plane, const char* kernel) {
-  if (plane <= 0 || x.extent(1) % static_cast<std::size_t>(plane) != 0) {
+// Number of channels C of x [n, C*plane]; throws unless plane divides the row and the block
+// divides C.
+std::int64_t channels_of(const ConstMatrix& x, const ChannelLayout& layout, const char* kernel) {
+  if (layout.plane <= 0 || x.extent(1) % static_cast<std::size_t>(layout.plane) != 0) {
     throw Error(std::string(kernel) + ": rows " + extents_string(x) + " are not whole planes of " +
-                std::to_string(plane));
+                std::to_string(layout.plane));
   }
-  return static_cast<std::int64_t>(x.extent(1)) / plane;
+  const std::int64_t channels = static_cast<std::int64_t>(x.extent(1)) / layout.plane;
+  layout.require_fits(channels, kernel);
+  return channels;
+}
+
+detail::BlockedShape blocked_shape(const ConstMatrix& x, const ChannelLayout& layout,
+                                   std::int64_t channels) {
+  detail::BlockedShape s;
+  s.n = static_cast<std::int64_t>(x.extent(0));
+  s.blocks = channels / layout.block;
+  s.plane = layout.plane;
+  s.block = layout.block;
+  return s;
 }
 
 template <class V>
@@ -76,24 +91,30 @@ void host_backward_sums(const float* __restrict x, const float* __restrict dy,
 
 }  // namespace
 
-void batchnorm_sums(ConstMatrix x, int plane, DoubleVector sums) {
-  const std::int64_t C = channels_of(x, plane, "batchnorm_sums");
+void batchnorm_sums(ConstMatrix x, ChannelLayout layout, DoubleVector sums) {
+  const std::int64_t C = channels_of(x, layout, "batchnorm_sums");
   require_length(sums, 2 * C, "batchnorm_sums", "sums");
   const float* xp = x.data();
   double* s = sums.data();
-  const std::int64_t n = static_cast<std::int64_t>(x.extent(0)), pl = plane;
+  const std::int64_t n = static_cast<std::int64_t>(x.extent(0)), pl = layout.plane;
+  const std::int64_t B = layout.block, CB = C / B;
   if constexpr (kHostKernels) {
-    host_sums(xp, s, n, C, pl);
-    return;
+    if (B == 1) {
+      host_sums(xp, s, n, C, pl);
+      return;
+    }
+    if (detail::blocked_sums(xp, s, blocked_shape(x, layout, C))) return;
   }
+  // Channel c = cb * B + l reads x[i, cb, q, l]; B = 1 is NCHW.
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::batchnorm::sums"), Range(0, C),
       KOKKOS_LAMBDA(const std::int64_t c) {
+        const std::int64_t cb = c / B, l = c % B;
         double sum = 0.0, sum_sq = 0.0;
         for (std::int64_t i = 0; i < n; ++i) {
-          const float* src = xp + (i * C + c) * pl;
+          const float* src = xp + (i * CB + cb) * pl * B + l;
           for (std::int64_t q = 0; q < pl; ++q) {
-            const double v = src[q];
+            const double v = src[q * B];
             sum += v;
             sum_sq += v * v;
           }
@@ -141,10 +162,10 @@ void batchnorm_running_stats(ConstVector running, float eps, DoubleVector stats)
       });
 }
 
-void batchnorm_normalize(ConstMatrix x, int plane, ConstDoubleVector stats, ConstVector gamma,
-                         ConstVector beta, Matrix y) {
+void batchnorm_normalize(ConstMatrix x, ChannelLayout layout, ConstDoubleVector stats,
+                         ConstVector gamma, ConstVector beta, Matrix y) {
   require_same_shape(x, y, "batchnorm_normalize");
-  const std::int64_t C = channels_of(x, plane, "batchnorm_normalize");
+  const std::int64_t C = channels_of(x, layout, "batchnorm_normalize");
   require_length(stats, 2 * C, "batchnorm_normalize", "stats");
   require_length(gamma, C, "batchnorm_normalize", "gamma");
   require_length(beta, C, "batchnorm_normalize", "beta");
@@ -153,48 +174,60 @@ void batchnorm_normalize(ConstMatrix x, int plane, ConstDoubleVector stats, Cons
   const double* st = stats.data();
   const float* g = gamma.data();
   const float* b = beta.data();
-  const std::int64_t pl = plane;
+  const std::int64_t pl = layout.plane, B = layout.block, CB = C / B;
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
-  // Work item (i, c): one channel plane of one image, so no division per element.
+  if constexpr (kHostKernels) {
+    if (B > 1 && detail::blocked_normalize(xp, st, g, b, yp, blocked_shape(x, layout, C))) return;
+  }
+  // Work item (i, cb): one channel block plane of one image, so no division per element.
   Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::batchnorm::fwd"), Range(0, n * C),
+      TRELLIS_KERNEL_LABEL("trellis::batchnorm::fwd"), Range(0, n * CB),
       KOKKOS_LAMBDA(const std::int64_t item) {
-        const std::int64_t c = item % C;
-        const float mean = static_cast<float>(st[c]);
-        const float scale = static_cast<float>(st[C + c] * g[c]);
-        const float shift = b[c];
-        const float* src = xp + item * pl;
-        float* dst = yp + item * pl;
-        for (std::int64_t q = 0; q < pl; ++q) dst[q] = (src[q] - mean) * scale + shift;
+        const float* src = xp + item * pl * B;
+        float* dst = yp + item * pl * B;
+        for (std::int64_t l = 0; l < B; ++l) {
+          const std::int64_t c = (item % CB) * B + l;
+          const float mean = static_cast<float>(st[c]);
+          const float scale = static_cast<float>(st[C + c] * g[c]);
+          const float shift = b[c];
+          for (std::int64_t q = 0; q < pl; ++q) {
+            dst[q * B + l] = (src[q * B + l] - mean) * scale + shift;
+          }
+        }
       });
 }
 
-void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, int plane, ConstDoubleVector stats,
-                             DoubleVector sums) {
+void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, ChannelLayout layout,
+                             ConstDoubleVector stats, DoubleVector sums) {
   require_same_shape(x, dy, "batchnorm_backward_sums");
-  const std::int64_t C = channels_of(x, plane, "batchnorm_backward_sums");
+  const std::int64_t C = channels_of(x, layout, "batchnorm_backward_sums");
   require_length(stats, 2 * C, "batchnorm_backward_sums", "stats");
   require_length(sums, 2 * C, "batchnorm_backward_sums", "sums");
   const float* xp = x.data();
   const float* dyp = dy.data();
   const double* st = stats.data();
   double* s = sums.data();
-  const std::int64_t n = static_cast<std::int64_t>(x.extent(0)), pl = plane;
+  const std::int64_t n = static_cast<std::int64_t>(x.extent(0)), pl = layout.plane;
+  const std::int64_t B = layout.block, CB = C / B;
   if constexpr (kHostKernels) {
-    host_backward_sums(xp, dyp, st, s, n, C, pl);
-    return;
+    if (B == 1) {
+      host_backward_sums(xp, dyp, st, s, n, C, pl);
+      return;
+    }
+    if (detail::blocked_backward_sums(xp, dyp, st, s, blocked_shape(x, layout, C))) return;
   }
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::batchnorm::bwd_sums"), Range(0, C),
       KOKKOS_LAMBDA(const std::int64_t c) {
         const double mean = st[c], invstd = st[C + c];
+        const std::int64_t cb = c / B, l = c % B;
         double sum_dy = 0.0, sum_dy_xhat = 0.0;
         for (std::int64_t i = 0; i < n; ++i) {
-          const std::int64_t base = (i * C + c) * pl;
+          const std::int64_t base = (i * CB + cb) * pl * B + l;
           for (std::int64_t q = 0; q < pl; ++q) {
-            const double d = dyp[base + q];
+            const double d = dyp[base + q * B];
             sum_dy += d;
-            sum_dy_xhat += d * (xp[base + q] - mean) * invstd;
+            sum_dy_xhat += d * (xp[base + q * B] - mean) * invstd;
           }
         }
         s[c] = sum_dy;
@@ -217,12 +250,12 @@ void batchnorm_param_grads(ConstDoubleVector sums, Vector dgamma, Vector dbeta) 
       });
 }
 
-void batchnorm_backward_input(ConstMatrix x, ConstMatrix dy, int plane, ConstDoubleVector stats,
-                              ConstVector gamma, ConstDoubleVector sums, double count,
-                              bool training, Matrix dx) {
+void batchnorm_backward_input(ConstMatrix x, ConstMatrix dy, ChannelLayout layout,
+                              ConstDoubleVector stats, ConstVector gamma, ConstDoubleVector sums,
+                              double count, bool training, Matrix dx) {
   require_same_shape(x, dy, "batchnorm_backward_input");
   require_same_shape(x, dx, "batchnorm_backward_input");
-  const std::int64_t C = channels_of(x, plane, "batchnorm_backward_input");
+  const std::int64_t C = channels_of(x, layout, "batchnorm_backward_input");
   require_length(stats, 2 * C, "batchnorm_backward_input", "stats");
   require_length(gamma, C, "batchnorm_backward_input", "gamma");
   require_length(sums, training ? 2 * C : 0, "batchnorm_backward_input", "sums");
@@ -233,31 +266,30 @@ void batchnorm_backward_input(ConstMatrix x, ConstMatrix dy, int plane, ConstDou
   const float* g = gamma.data();
   const double* s = sums.data();
   float* dxp = dx.data();
-  const std::int64_t pl = plane;
+  const std::int64_t pl = layout.plane, B = layout.block, CB = C / B;
   const double inv_count = training ? 1.0 / count : 0.0;
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
-  // Work item (i, c). Per channel, dx = a * dy + b * (x - mean) + d with
-  //   training: a = gamma*invstd, b = -a * invstd * S2/N, d = -a * S1/N
-  //   eval:     a = gamma*invstd, b = d = 0
-  // (coefficients in double, the per-element update in float on the centred input).
+  if constexpr (kHostKernels) {
+    if (B > 1 && detail::blocked_backward_input(xp, dyp, st, g, s, inv_count, training, dxp,
+                                                blocked_shape(x, layout, C))) {
+      return;
+    }
+  }
+  // Work item (i, cb), its B channels one after the other (detail::input_grad_coefficients).
   Kokkos::parallel_for(
-      TRELLIS_KERNEL_LABEL("trellis::batchnorm::bwd"), Range(0, n * C),
+      TRELLIS_KERNEL_LABEL("trellis::batchnorm::bwd"), Range(0, n * CB),
       KOKKOS_LAMBDA(const std::int64_t item) {
-        const std::int64_t c = item % C;
-        const double invstd = st[C + c];
-        const double a = static_cast<double>(g[c]) * invstd;
-        double b = 0.0, d = 0.0;
-        if (training) {
-          b = -a * invstd * s[C + c] * inv_count;
-          d = -a * s[c] * inv_count;
+        const float* xsrc = xp + item * pl * B;
+        const float* dysrc = dyp + item * pl * B;
+        float* dst = dxp + item * pl * B;
+        for (std::int64_t l = 0; l < B; ++l) {
+          const detail::InputGradCoefficients k = detail::input_grad_coefficients(
+              st, g, s, inv_count, training, (item % CB) * B + l, C);
+          for (std::int64_t q = 0; q < pl; ++q) {
+            const std::int64_t e = q * B + l;
+            dst[e] = k.a * dysrc[e] + k.b * (xsrc[e] - k.mean) + k.d;
+          }
         }
-        const float af = static_cast<float>(a), bf = static_cast<float>(b),
-                    df = static_cast<float>(d);
-        const float mean = static_cast<float>(st[c]);
-        const float* xsrc = xp + item * pl;
-        const float* dysrc = dyp + item * pl;
-        float* dst = dxp + item * pl;
-        for (std::int64_t q = 0; q < pl; ++q) dst[q] = af * dysrc[q] + bf * (xsrc[q] - mean) + df;
       });
 }
 

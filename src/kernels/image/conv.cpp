@@ -120,34 +120,42 @@ void col2im(ConstMatrix cols, int count, const ConvGeometry& g, Matrix dimages) 
       });
 }
 
-void channel_bias_add(Matrix y, ConstVector bias, int plane) {
+void channel_bias_add(Matrix y, ConstVector bias, ChannelLayout layout) {
+  const int plane = layout.plane;
   TRELLIS_REQUIRE(plane > 0 && y.extent(1) == bias.extent(0) * static_cast<std::size_t>(plane),
                   "channel_bias_add: bias " + extents_string(bias) + " and plane " +
                       std::to_string(plane) + " for rows " + extents_string(y));
+  layout.require_fits(static_cast<long long>(bias.extent(0)), "channel_bias_add");
   float* yp = y.data();
   const float* b = bias.data();
   const std::int64_t channels = static_cast<std::int64_t>(bias.extent(0)), pl = plane;
+  const std::int64_t B = layout.block;
+  // Element e: channel block (e / (pl * B)) % (C / B), lane e % B (B = 1: NCHW).
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::conv::bias_fwd"),
-      Range(0, static_cast<std::int64_t>(y.size())),
-      KOKKOS_LAMBDA(const std::int64_t e) { yp[e] += b[(e / pl) % channels]; });
+      Range(0, static_cast<std::int64_t>(y.size())), KOKKOS_LAMBDA(const std::int64_t e) {
+        yp[e] += b[((e / (pl * B)) % (channels / B)) * B + e % B];
+      });
 }
 
-void channel_sum_accumulate(ConstMatrix dy, Vector grad, int plane) {
+void channel_sum_accumulate(ConstMatrix dy, Vector grad, ChannelLayout layout) {
+  const int plane = layout.plane;
   TRELLIS_REQUIRE(plane > 0 && dy.extent(1) == grad.extent(0) * static_cast<std::size_t>(plane),
                   "channel_sum_accumulate: grad " + extents_string(grad) + " and plane " +
                       std::to_string(plane) + " for rows " + extents_string(dy));
+  layout.require_fits(static_cast<long long>(grad.extent(0)), "channel_sum_accumulate");
   const float* d = dy.data();
   float* gp = grad.data();
   const std::int64_t n = static_cast<std::int64_t>(dy.extent(0));
   const std::int64_t row = static_cast<std::int64_t>(dy.extent(1)), pl = plane;
+  const std::int64_t B = layout.block;
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::conv::bias_bwd"),
       Range(0, static_cast<std::int64_t>(grad.extent(0))), KOKKOS_LAMBDA(const std::int64_t c) {
         double sum = 0.0;
         for (std::int64_t i = 0; i < n; ++i) {
-          const float* src = d + i * row + c * pl;
-          for (std::int64_t q = 0; q < pl; ++q) sum += src[q];
+          const float* src = d + i * row + (c / B) * pl * B + c % B;
+          for (std::int64_t q = 0; q < pl; ++q) sum += src[q * B];
         }
         gp[c] += static_cast<float>(sum);
       });
