@@ -8,7 +8,9 @@
 #include "unit/support/channel_blocks.hpp"
 #include "unit/support/nn_helpers.hpp"
 
+#include "trellis/core/precision.hpp"
 #include "trellis/kernels/views.hpp"
+#include "trellis/nn/autocast.hpp"
 #include "trellis/nn/cnn.hpp"
 #include "trellis/nn/conv2d.hpp"
 
@@ -117,6 +119,53 @@ TEST_CASE("Conv2d on channel-blocked rows computes what it computes on NCHW rows
       }
     }
   }
+}
+
+TEST_CASE("a native bf16 Conv2d on channel-blocked rows computes what it does on NCHW rows",
+          "[cnn][conv][layout][autocast]") {
+  nn::Autocast native;
+  native.mode = Precision::bf16;
+  native.native = true;
+  nn::ParameterStore probe;
+  probe.set_autocast(native);
+  const int block =
+      nn::conv_channel_block(nn::ConvLayout::automatic, nn::ConvImpl::automatic, probe);
+  nn::Conv2dSpec spec;
+  spec.in_channels = 32;
+  spec.out_channels = 32;
+  spec.height = spec.width = 7;
+  spec.padding = 1;
+  spec.bias = true;
+  spec.impl = nn::ConvImpl::automatic;
+  nn::ParameterStore store_p, store_b;
+  store_p.set_autocast(native);
+  store_b.set_autocast(native);
+  nn::Conv2d plain(store_p, "conv", spec, 4);
+  if (block == 1 || !plain.half_operands()) {
+    WARN("no oneDNN bf16 convolution in a channel-blocked layout here: nothing to compare");
+    return;
+  }
+  spec.in_block = spec.out_block = block;
+  nn::Conv2d blocked(store_b, "conv", spec, 4);
+  store_p.finalize(9);
+  store_b.finalize(9);
+  const int n = 3, plane = 49, in = plain.in_features(), out = plain.out_features();
+  const std::vector<float> x = random_values(static_cast<std::size_t>(n) * in, 21);
+  const std::vector<float> dy = random_values(static_cast<std::size_t>(n) * out, 22);
+  FloatView x_p = to_device("x", x), dy_p = to_device("dy", dy);
+  FloatView x_b = to_device("xb", to_blocked(x, n, 32, plane, block));
+  FloatView dy_b = to_device("dyb", to_blocked(dy, n, 32, plane, block));
+  plain.forward(as_matrix(x_p, n, in), n, {});
+  plain.backward(as_matrix(dy_p, n, out), n);
+  blocked.forward(as_matrix(x_b, n, in), n, {});
+  blocked.backward(as_matrix(dy_b, n, out), n);
+  // Both convert x and dy to bf16 in a reorder (round to nearest even) and run one primitive.
+  CHECK(from_blocked(to_host(first_rows(blocked.output(), n)), n, 32, plane, block) ==
+        to_host(first_rows(plain.output(), n)));
+  CHECK(from_blocked(to_host(first_rows(blocked.input_grad(), n)), n, 32, plane, block) ==
+        to_host(first_rows(plain.input_grad(), n)));
+  CHECK(to_host(store_b.grad(blocked.weight_index())) ==
+        to_host(store_p.grad(plain.weight_index())));
 }
 
 TEST_CASE("Cnn in the channel-blocked layout trains and evaluates like the NCHW one",
