@@ -112,7 +112,8 @@ const std::vector<int> kConvChannels = {16, 32, 64, 128, 256};
 
 // A 3x3 convolution (stride 1, padding 1) from C to C channels on 16 x 16 images, forward and
 // backward through nn::Conv2d as the CNN's blocks run it: the vendor path where the build has
-// one, and with `half` the bf16 operands native autocast gives it. About 0.5 GFLOP per call.
+// one, on activations in its own layout (kernels.conv_layout = auto), and with `half` the bf16
+// operands native autocast gives it. About 0.5 GFLOP per call.
 double conv_rate(int channels, bool half, double seconds, MPI_Comm world) {
   nn::Conv2dSpec spec;
   spec.in_channels = spec.out_channels = channels;
@@ -126,6 +127,8 @@ double conv_rate(int channels, bool half, double seconds, MPI_Comm world) {
     std::string notice;
     store.set_autocast(nn::resolve_autocast(Precision::bf16, "native", notice));
   }
+  spec.in_block = spec.out_block = kernels::channel_block_for(
+      channels, nn::conv_channel_block(nn::ConvLayout::automatic, nn::ConvImpl::automatic, store));
   nn::Conv2d conv(store, "trellis::calibrate::conv", spec, n);
   store.finalize(1);
   const int in = conv.in_features(), out = conv.out_features();
