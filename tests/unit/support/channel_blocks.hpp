@@ -7,9 +7,12 @@
 
 namespace trellis::test {
 
-// x: n images of C channels of `plane` pixels, NCHW -> nChw{B}c (C a multiple of B).
-inline std::vector<float> to_blocked(const std::vector<float>& x, int n, int channels, int plane,
-                                     int block) {
+namespace detail {
+
+// Copies n images of C channels of `plane` pixels between NCHW and nChw{B}c (C a multiple of
+// B), either way.
+inline std::vector<float> reblock(const std::vector<float>& x, int n, int channels, int plane,
+                                  int block, bool to_blocked) {
   std::vector<float> out(x.size());
   const int blocks = channels / block;
   for (int i = 0; i < n; ++i)
@@ -17,24 +20,26 @@ inline std::vector<float> to_blocked(const std::vector<float>& x, int n, int cha
       for (int p = 0; p < plane; ++p) {
         const std::size_t blocked =
             ((static_cast<std::size_t>(i) * blocks + c / block) * plane + p) * block + c % block;
-        out[blocked] = x[(static_cast<std::size_t>(i) * channels + c) * plane + p];
+        const std::size_t nchw = (static_cast<std::size_t>(i) * channels + c) * plane + p;
+        if (to_blocked) {
+          out[blocked] = x[nchw];
+        } else {
+          out[nchw] = x[blocked];
+        }
       }
   return out;
 }
 
-// The inverse: nChw{B}c -> NCHW.
-inline std::vector<float> from_blocked(const std::vector<float>& x, int n, int channels, int plane,
-                                       int block) {
-  std::vector<float> out(x.size());
-  const int blocks = channels / block;
-  for (int i = 0; i < n; ++i)
-    for (int c = 0; c < channels; ++c)
-      for (int p = 0; p < plane; ++p) {
-        const std::size_t blocked =
-            ((static_cast<std::size_t>(i) * blocks + c / block) * plane + p) * block + c % block;
-        out[(static_cast<std::size_t>(i) * channels + c) * plane + p] = x[blocked];
-      }
-  return out;
+}  // namespace detail
+
+inline std::vector<float> to_blocked(const std::vector<float>& x, int n, int channels, int plane,
+                                     int block) {
+  return detail::reblock(x, n, channels, plane, block, true);
+}
+
+inline std::vector<float> from_blocked(const std::vector<float>& x, int n, int channels,
+                                       int plane, int block) {
+  return detail::reblock(x, n, channels, plane, block, false);
 }
 
 }  // namespace trellis::test
