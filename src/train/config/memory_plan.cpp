@@ -44,6 +44,21 @@ struct StageBuffers {
   std::int64_t slots = 0, slot_floats = 0;  // ZeRO-2/3's slots of the largest unit
 };
 
+// The autocast the planned job runs with. precision.kernels = native is taken as given: the
+// plan may be for another machine (`trellis plan` sets it for GPU machine types), and only
+// the buffers native kernels keep matter here; whether this host has such kernels is asked
+// when a run resolves its own precision. auto and emulated resolve as on this host.
+nn::Autocast planned_autocast(const TrainConfig& config) {
+  if (config.precision.kernels == "native" && config.precision.mode != Precision::fp32) {
+    nn::Autocast autocast;
+    autocast.mode = config.precision.mode;
+    autocast.native = true;
+    return autocast;
+  }
+  std::string notice;
+  return nn::resolve_autocast(config.precision.mode, config.precision.kernels, notice);
+}
+
 // What the stage's model, pipeline buffers and losses allocate (by category), and its buffers.
 StageBuffers census_of_stage(const TrainConfig& config, const DataShape& data,
                              const PlannedGrid& grid, int stage, MemoryPlan& plan) {
@@ -51,9 +66,7 @@ StageBuffers census_of_stage(const TrainConfig& config, const DataShape& data,
   const MemorySnapshot before = process_memory_ledger().snapshot();
   MemorySnapshot built;
   nn::ParameterStore store;
-  std::string notice;
-  store.set_autocast(nn::resolve_autocast(config.precision.mode, config.precision.kernels, notice),
-                     config.precision.stochastic_rounding);
+  store.set_autocast(planned_autocast(config), config.precision.stochastic_rounding);
   ShapeOnlyCommunicator tp_group(0, grid.tp), pp_group(stage, grid.pp);
   const nn::TensorParallel tp{grid.tp > 1 ? &tp_group : nullptr, config.parallel.sequence_parallel};
   nn::StageRange range;
@@ -140,10 +153,8 @@ MemoryPlan plan_memory(const TrainConfig& config, const DataShape& data, const P
     // the whole of one of them while it is cut (decay first, then norm).
     at(plan, MemoryCategory::other) += zero ? P + 2 * shard : 2 * P;
     if (config.precision.mode != Precision::fp32) {
-      std::string notice;
-      const nn::Autocast autocast =
-          nn::resolve_autocast(config.precision.mode, config.precision.kernels, notice);
-      at(plan, MemoryCategory::half_copies) += (autocast.native ? 2 : 4) * buffers.params;
+      at(plan, MemoryCategory::half_copies) +=
+          (planned_autocast(config).native ? 2 : 4) * buffers.params;
     }
     if (config.parallel.grad_dtype != Precision::fp32 && grid.dp > 1)
       at(plan, MemoryCategory::communication) +=
