@@ -49,15 +49,19 @@ function(trellis_add_mpi_test)
   endforeach()
 endfunction()
 
-# trellis_add_e2e_test(NAME <name> SCRIPT <file> [TIMEOUT s])
+# trellis_add_e2e_test(NAME <name> SCRIPT <file> [TIMEOUT s] [PROCESSORS n])
 # End-to-end shell scripts get the built binary, the source dir, mpiexec and the site paths
-# above in their environment.
+# above in their environment. PROCESSORS (default 2: most scripts launch 2 ranks or more) is
+# what `ctest -j` reserves for the script, so that parallel tests never oversubscribe the cores.
 function(trellis_add_e2e_test)
-  cmake_parse_arguments(ARG "" "NAME;SCRIPT;TIMEOUT" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;SCRIPT;TIMEOUT;PROCESSORS" "" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
+  if(NOT ARG_PROCESSORS)
+    set(ARG_PROCESSORS 2)
+  endif()
   add_test(NAME e2e.${ARG_NAME} COMMAND bash ${ARG_SCRIPT})
-  set_tests_properties(e2e.${ARG_NAME} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
+  set_tests_properties(e2e.${ARG_NAME} PROPERTIES TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${ARG_PROCESSORS}
     ENVIRONMENT "TRELLIS_BIN=$<TARGET_FILE:trellis>;TRELLIS_SRC=${PROJECT_SOURCE_DIR};MPIEXEC=${MPIEXEC_EXECUTABLE};MPIEXEC_FLAGS=${TRELLIS_MPIEXEC_FLAGS_STR};OPENBLAS_NUM_THREADS=1;TRELLIS_TEST_DATA=${TRELLIS_TEST_DATA_DIR};${TRELLIS_SITE_ENVIRONMENT}")
 endfunction()

@@ -32,7 +32,7 @@ for variant in normal portable; do
   echo "coverage: testing $variant"
   # The same tests in both: the unit and MPI tests, and the equivalence scripts.
   (cd "$build" && ctest -j "$jobs" --timeout 1800 \
-    -R '^unit$|^mpi\.|e2e\.(prepare_data|dp_equivalence|parallel_equivalence|cnn_equivalence|gpt_equivalence|mixed_precision)$' \
+    -R '^unit$|^mpi\.|e2e\.(prepare_data|dp_equivalence|parallel_equivalence|cnn_equivalence|gpt_equivalence|precision_.*)$' \
     > "$build.test.log" 2>&1) || {
     tail -20 "$build.test.log" >&2
     echo "coverage: tests failed in the $variant build (log: $build.test.log)" >&2

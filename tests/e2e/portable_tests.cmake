@@ -4,10 +4,11 @@
 set(E2E ${CMAKE_CURRENT_SOURCE_DIR}/e2e)
 trellis_add_e2e_test(NAME prepare_data SCRIPT ${E2E}/prepare_data.sh TIMEOUT 300)
 set_tests_properties(e2e.prepare_data PROPERTIES FIXTURES_SETUP fashion_data)
-foreach(name dp_equivalence parallel_equivalence cnn_equivalence mixed_precision)
+foreach(name dp_equivalence parallel_equivalence cnn_equivalence)
   trellis_add_e2e_test(NAME ${name} SCRIPT ${E2E}/${name}.sh)
   set_tests_properties(e2e.${name} PROPERTIES FIXTURES_REQUIRED fashion_data)
 endforeach()
+include(${E2E}/precision/tests.cmake)
 trellis_add_e2e_test(NAME gpt_equivalence SCRIPT ${E2E}/gpt_equivalence.sh)
 trellis_add_e2e_test(NAME llama_equivalence SCRIPT ${E2E}/llama_equivalence.sh)
 # The memory ledger's state figures through the device bodies (byte masks in the optimizer

@@ -4,7 +4,7 @@ trellis_add_e2e_test(NAME prepare_data SCRIPT ${E2E}/prepare_data.sh TIMEOUT 300
 set_tests_properties(e2e.prepare_data PROPERTIES FIXTURES_SETUP fashion_data)
 foreach(name dp_equivalence config_errors fashion_mlp_accuracy parallel_equivalence
              checkpoint_resume fault_handling monitoring mpirun_signals input_pipeline
-             mixed_precision pruning quantization disk_full run_directory run_length
+             pruning quantization disk_full run_directory run_length
              interrupt launcher trace)
   trellis_add_e2e_test(NAME ${name} SCRIPT ${E2E}/${name}.sh)
   set_tests_properties(e2e.${name} PROPERTIES FIXTURES_REQUIRED fashion_data)
@@ -14,6 +14,7 @@ endforeach()
 set_tests_properties(e2e.monitoring PROPERTIES SKIP_RETURN_CODE 77)
 # disk_full mounts a small tmpfs in a private mount namespace: root only, 77 otherwise.
 set_tests_properties(e2e.disk_full PROPERTIES SKIP_RETURN_CODE 77)
+include(${E2E}/precision/tests.cmake)
 trellis_add_e2e_test(NAME gpt_equivalence SCRIPT ${E2E}/gpt_equivalence.sh)
 trellis_add_e2e_test(NAME llama_equivalence SCRIPT ${E2E}/llama_equivalence.sh)
 trellis_add_e2e_test(NAME memory SCRIPT ${E2E}/memory/memory.sh)
