@@ -9,9 +9,14 @@ transformers, safetensors and numpy: TRELLIS_HF_PYTHON).
     hf_transformers.py loss MODEL TOKENS.npy SEQ_LEN TRELLIS_LOSS [--rtol R]
                                          mean cross-entropy over the windows `trellis eval`
                                          scores: window k = tokens[k T : k T + T + 1]
+    hf_transformers.py checks FILE       every comparison FILE lists, one per line, its fields
+                                         tab-separated: "logits MODEL PROMPT TRELLIS.npy" or
+                                         "loss MODEL TOKENS.npy SEQ_LEN TRELLIS_LOSS" (default
+                                         tolerances): one Python start-up (torch and
+                                         transformers take seconds to import) for them all
 
-Each comparison prints what it measured and exits 1 past the tolerance. Everything runs in
-float32 on the CPU.
+Each comparison prints what it measured; the command exits 1 when any is past its tolerance.
+Everything runs in float32 on the CPU.
 """
 
 import argparse
@@ -110,6 +115,28 @@ def loss(args):
     return 0 if rel <= args.rtol else 1
 
 
+def checks(path):
+    failed = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            fields = line.rstrip("\n").split("\t")
+            if fields[0] == "logits" and len(fields) == 4:
+                args = argparse.Namespace(model=fields[1], prompt=fields[2], trellis=fields[3],
+                                          tol=1e-4)
+                ok = logits(args) == 0
+            elif fields[0] == "loss" and len(fields) == 5:
+                args = argparse.Namespace(model=fields[1], tokens=fields[2], seq_len=int(fields[3]),
+                                          trellis_loss=float(fields[4]), rtol=1e-5)
+                ok = loss(args) == 0
+            else:
+                sys.exit(f"FAIL: {path}:{number}: not a logits or loss check: {line!r}")
+            if not ok:
+                failed.append(f"{fields[0]} {fields[1]}")
+    for check in failed:
+        print(f"FAIL: {check}")
+    return 1 if failed else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -126,11 +153,15 @@ def main():
     p.add_argument("seq_len", type=int)
     p.add_argument("trellis_loss", type=float)
     p.add_argument("--rtol", type=float, default=1e-5)
+    p = sub.add_parser("checks")
+    p.add_argument("file")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.command == "make":
         make(args.out)
         return 0
+    if args.command == "checks":
+        return checks(args.file)
     return logits(args) if args.command == "logits" else loss(args)
 
 

@@ -30,17 +30,20 @@ PROMPT="It is a truth universally known"  # 31 bytes: one window of the models' 
 "$TRELLIS_PYTHON" -c 'import sys, h5py, numpy; numpy.save(sys.argv[2], h5py.File(sys.argv[1])["tokens"][:])' \
   "$WORK/tokens/val.h5" "$WORK/val.npy"
 
-# check WEIGHTS HF_DIR: Trellis' logits and loss of WEIGHTS against transformers' of HF_DIR.
+# check WEIGHTS HF_DIR: Trellis' logits and loss of WEIGHTS, to be compared with transformers'
+# of HF_DIR by compare_all (one Python start-up for every comparison).
 check() {
   local weights=$1 dir=$2 name
   name=$(basename "$dir")
   trellis generate --weights "$weights" --prompt "$PROMPT" --tokens 0 --logits "$WORK/$name.npy" \
     > "$WORK/$name.gen.log" || fail "generate --logits $weights: $(tail -3 "$WORK/$name.gen.log")"
-  hf logits "$dir" "$PROMPT" "$WORK/$name.npy" || fail "$name: logits differ"
   trellis eval --weights "$weights" --data "$WORK/tokens/val.h5" > "$WORK/$name.eval.log" \
     || fail "eval $weights: $(tail -3 "$WORK/$name.eval.log")"
-  hf loss "$dir" "$WORK/val.npy" 32 "$(eval_field "$WORK/$name.eval.log" loss)" || fail "$name: loss differs"
+  printf 'logits\t%s\t%s\t%s\n' "$dir" "$PROMPT" "$WORK/$name.npy" >> "$WORK/checks.tsv"
+  printf 'loss\t%s\t%s\t32\t%s\n' "$dir" "$WORK/val.npy" "$(eval_field "$WORK/$name.eval.log" loss)" \
+    >> "$WORK/checks.tsv"
 }
+compare_all() { hf checks "$WORK/checks.tsv" || fail "Trellis and transformers differ (above)"; }
 
 # (a) transformers -> Trellis.
 hf make "$WORK/hf" > "$WORK/make.log" 2>&1 || fail "transformers could not make the models: $(tail -5 "$WORK/make.log")"
@@ -90,6 +93,8 @@ trellis export --format hf --weights "$WORK/train-llama/model.h5" --out "$WORK/b
   > "$WORK/export-bf16.log"
 trellis import --hf "$WORK/bf16" --out "$WORK/bf16.h5" > "$WORK/import-bf16.log"
 check "$WORK/bf16.h5" "$WORK/bf16"
+
+compare_all
 
 # A config.json Trellis cannot run is refused with exit 3, naming the key.
 sed 's/"activation_function": "gelu"/"activation_function": "quick_gelu"/' "$WORK/hf/gpt2/config.json" \
