@@ -22,6 +22,14 @@ void host_relu_backward(const float* __restrict x, const float* __restrict dy, f
   for (Index i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
 TRELLIS_HOST_CLONES
+void host_add_relu_forward(const float* __restrict a, const float* __restrict b,
+                           float* __restrict y, Index n) {
+  for (Index i = 0; i < n; ++i) {
+    const float sum = a[i] + b[i];
+    y[i] = sum > 0.0f ? sum : 0.0f;
+  }
+}
+TRELLIS_HOST_CLONES
 void host_gelu_forward(const float* __restrict x, float* __restrict y, Index n) {
   for (Index i = 0; i < n; ++i) y[i] = gelu(x[i]);
 }
@@ -60,6 +68,24 @@ void relu_backward(ConstMatrix x, ConstMatrix dy, Matrix dx) {
     Kokkos::parallel_for(
         TRELLIS_KERNEL_LABEL("trellis::relu::bwd"), Range(0, n),
         KOKKOS_LAMBDA(const Index i) { dxp[i] = xp[i] > 0.0f ? dyp[i] : 0.0f; });
+  }
+}
+
+void add_relu_forward(ConstMatrix a, ConstMatrix b, Matrix y) {
+  require_same_shape(a, b, "add_relu_forward");
+  require_same_shape(a, y, "add_relu_forward");
+  const float* ap = a.data();
+  const float* bp = b.data();
+  float* yp = y.data();
+  const Index n = static_cast<Index>(a.size());
+  if constexpr (kHostKernels) {
+    host_add_relu_forward(ap, bp, yp, n);
+  } else {
+    Kokkos::parallel_for(
+        TRELLIS_KERNEL_LABEL("trellis::add_relu::fwd"), Range(0, n), KOKKOS_LAMBDA(const Index i) {
+          const float sum = ap[i] + bp[i];
+          yp[i] = sum > 0.0f ? sum : 0.0f;
+        });
   }
 }
 

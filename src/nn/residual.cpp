@@ -71,7 +71,6 @@ BasicBlock::BasicBlock(ParameterStore& store, const std::string& name, int in_ch
                                                  capacity, 0.1f, 1e-5f, sync, out_block);
   }
   const auto size = static_cast<std::size_t>(capacity) * static_cast<std::size_t>(out_features());
-  sum_ = layer_buffer(BufferRole::saved, "trellis::nn::" + name + ".sum", size);
   sum_grad_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".sum_grad", size);
 }
 
@@ -89,16 +88,14 @@ void BasicBlock::forward(ConstMatrix input, int n, const StepContext& ctx) {
     shortcut_bn_->forward(shortcut_conv_->output(), n, ctx);
     shortcut = kernels::first_rows(shortcut_bn_->output(), n);
   }
-  const Matrix sum = as_matrix(sum_, n, out_features());
-  kernels::add(kernels::flat(kernels::first_rows(m, n)), kernels::flat(shortcut),
-               kernels::flat(sum));
-  kernels::relu_forward(sum, output_rows(n));
+  kernels::add_relu_forward(kernels::first_rows(m, n), kernels::first_rows(shortcut, n),
+                            output_rows(n));
 }
 
 void BasicBlock::backward(ConstMatrix output_grad, int n) {
   const ConstMatrix dy = begin_backward(output_grad, n);
   const Matrix ds = as_matrix(sum_grad_, n, out_features());
-  kernels::relu_backward(as_matrix(sum_, n, out_features()), dy, ds);
+  kernels::relu_backward(kernels::first_rows(output(), n), dy, ds);  // y > 0 where m + sc > 0
   bn2_->backward(ds, n);
   conv2_->backward(bn2_->input_grad(), n);
   relu1_->backward(conv2_->input_grad(), n);

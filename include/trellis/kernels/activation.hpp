@@ -36,8 +36,12 @@ KOKKOS_INLINE_FUNCTION float gelu_tanh_grad(float x) {
 
 // y = max(x, 0)
 void relu_forward(ConstMatrix x, Matrix y);
-// dx = dy * [x > 0]  (subgradient 0 at x == 0, as PyTorch)
+// dx = dy * [x > 0]  (subgradient 0 at x == 0, as PyTorch). x may be the ReLU's output
+// instead of its input: y > 0 exactly where x > 0.
 void relu_backward(ConstMatrix x, ConstMatrix dy, Matrix dx);
+// y = max(a + b, 0): a residual add and the ReLU after it in one pass. The sum is not kept:
+// relu_backward(y, dy, dx) has the mask.
+void add_relu_forward(ConstMatrix a, ConstMatrix b, Matrix y);
 // y = gelu(x)
 void gelu_forward(ConstMatrix x, Matrix y);
 // dx = dy * gelu'(x)

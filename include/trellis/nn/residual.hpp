@@ -8,11 +8,11 @@
 //   channels are the block's prunable units, nn/model.hpp PrunableUnits).
 //   shortcut:  sc = x                                 when s == 1 and C == C' (identity)
 //              sc = bn_sc(conv_sc(x))                 otherwise (1x1 conv, stride s, no bias)
-//   y = relu(m + sc)   (the pre-activation sum is kept for backward)
+//   y = relu(m + sc)   (one pass; backward takes the ReLU's mask from y)
 // Parameters "<name>.conv1.weight", "<name>.bn1.weight|bias", "<name>.conv2.weight",
 // "<name>.bn2.weight|bias" and, with a projection, "<name>.shortcut.conv.weight",
 // "<name>.shortcut.bn.weight|bias".
-// backward: ds = dy * [m + sc > 0]; ds flows back through bn2, conv2, relu, bn1, conv1 and
+// backward: ds = dy * [y > 0]; ds flows back through bn2, conv2, relu, bn1, conv1 and
 // through the shortcut, and the two input gradients are added:
 //   dx = dx_main + (projection ? dx_shortcut : ds)     (=); parameter gradients +=.
 // The BatchNorms follow ctx.training and synchronise over `sync` when given (batchnorm.hpp).
@@ -69,8 +69,7 @@ class BasicBlock : public Layer {
   std::unique_ptr<BatchNorm2d> bn2_;
   std::unique_ptr<Conv2d> shortcut_conv_;     // null: identity shortcut
   std::unique_ptr<BatchNorm2d> shortcut_bn_;  // null: identity shortcut
-  FloatView sum_;       // [capacity * out_features]: m + sc, the final ReLU's input
-  FloatView sum_grad_;  // [capacity * out_features]: ds
+  FloatView sum_grad_;                        // [capacity * out_features]: ds
 };
 
 }  // namespace trellis::nn

@@ -57,6 +57,28 @@ TEST_CASE("relu and exact gelu match reference values", "[kernels]") {
   CHECK(kernels::gelu(-1.0f) == Approx(-0.1586553).margin(1e-6));
 }
 
+TEST_CASE("add_relu_forward is relu(a + b); relu_backward takes its mask from the output",
+          "[kernels]") {
+  // Sums negative, zero (-1 + 1), positive, and a NaN (relu(NaN) = 0 here, as relu_forward).
+  const std::vector<float> as{-3.0f, -1.0f, 0.25f, 2.0f, -0.5f, std::nanf("")};
+  const std::vector<float> bs{1.0f, 1.0f, -0.5f, 0.5f, 4.0f, 1.0f};
+  const int n = static_cast<int>(as.size());
+  FloatView a = to_device("a", as), b = to_device("b", bs), y("y", n), sum("sum", n),
+            reference("reference", n), dy = to_device("dy", std::vector<float>(n, 3.0f)),
+            dx_from_y("dx_from_y", n), dx_from_sum("dx_from_sum", n);
+  kernels::add_relu_forward(as_matrix(a, 2, 3), as_matrix(b, 2, 3), as_matrix(y, 2, 3));
+  kernels::add(a, b, sum);
+  kernels::relu_forward(as_matrix(sum, 2, 3), as_matrix(reference, 2, 3));
+  CHECK(to_host(y) == to_host(reference));
+  kernels::relu_backward(as_matrix(y, 2, 3), as_matrix(dy, 2, 3), as_matrix(dx_from_y, 2, 3));
+  kernels::relu_backward(as_matrix(sum, 2, 3), as_matrix(dy, 2, 3), as_matrix(dx_from_sum, 2, 3));
+  CHECK(to_host(dx_from_y) == to_host(dx_from_sum));
+  CHECK(to_host(dx_from_y) == std::vector<float>{0, 0, 0, 3, 3, 0});
+  CHECK_THROWS_AS(
+      kernels::add_relu_forward(as_matrix(a, 2, 3), as_matrix(b, 3, 2), as_matrix(y, 2, 3)),
+      trellis::Error);
+}
+
 TEST_CASE("tanh gelu matches PyTorch's approximate='tanh' values and its gradient", "[kernels]") {
   // torch.nn.functional.gelu(x, approximate='tanh') and its gradient, float64 (PyTorch 2.x).
   const std::vector<double> xs{1.0, -1.0, 3.0, -3.0, 0.5};
