@@ -58,8 +58,8 @@ Int8Mlp::Int8Mlp(nn::Mlp& mlp, const nn::ParameterStore& /*store*/,
 
 namespace {
 
-// The stem: its convolution with the BatchNorm after it folded in and the ReLU after that in
-// the epilogue; reads NCHW images, writes channels-last. Returns the layers it stands for.
+// The stem: its convolution with the BatchNorm after it folded in and the norm's ReLU in the
+// epilogue; reads NCHW images, writes channels-last. Returns the layers it stands for.
 std::size_t add_stem(const nn::Cnn& cnn, std::size_t i, Int8LayerTable& table,
                      const Int8Options& options, std::unique_ptr<Int8ConvLayer>& stem) {
   const auto& conv = dynamic_cast<const nn::Conv2d&>(cnn.layer(i));
@@ -70,12 +70,11 @@ std::size_t add_stem(const nn::Cnn& cnn, std::size_t i, Int8LayerTable& table,
     throw Error("int8 layer '" + q.name + "': the int8 cnn needs the BatchNorm after it (" +
                 (norm ? norm->name() : std::string("none")) + ") folded in, the file has '" +
                 q.folded_norm + "'");
-  const bool relu =
-      i + 2 < cnn.num_layers() && dynamic_cast<const nn::Relu*>(&cnn.layer(i + 2)) != nullptr;
   stem = std::make_unique<Int8ConvLayer>(
-      q, conv, relu ? kernels::Activation::relu : kernels::Activation::none, options.backend);
+      q, conv, norm->relu_after() ? kernels::Activation::relu : kernels::Activation::none,
+      options.backend);
   stem->kernel().set_channels_last(false, true);
-  return relu ? 3 : 2;
+  return 2;
 }
 
 }  // namespace

@@ -37,13 +37,14 @@ void fence_before_mpi() {
 
 BatchNorm2d::BatchNorm2d(ParameterStore& store, const std::string& name, int channels, int height,
                          int width, int capacity, float momentum, float eps, const MpiComm* sync,
-                         int channel_block)
+                         int channel_block, bool relu_after)
     : Layer(name, checked_features(name, channels, height, width), channels * height * width,
             capacity),
       store_(&store),
       channels_(channels),
       plane_(height * width),
       channel_block_(channel_block),
+      relu_after_(relu_after),
       momentum_(momentum),
       eps_(eps),
       sync_(sync),
@@ -115,7 +116,7 @@ void BatchNorm2d::forward(ConstMatrix input, int n, const StepContext& ctx) {
   } else {
     kernels::batchnorm_running_stats(running_stats(), eps_, stats);
   }
-  kernels::batchnorm_normalize(x, layout(), stats, gamma, beta, output_rows(n));
+  kernels::batchnorm_normalize(x, layout(), stats, gamma, beta, output_rows(n), relu_after_);
 }
 
 void BatchNorm2d::backward(ConstMatrix output_grad, int n) {
@@ -123,12 +124,14 @@ void BatchNorm2d::backward(ConstMatrix output_grad, int n) {
   const ConstMatrix x = saved_input();
   const kernels::DoubleVector sums(sums_.data(), sums_.extent(0));
   const kernels::ConstDoubleVector stats(stats_.data(), stats_.extent(0));
-  kernels::batchnorm_backward_sums(x, dy, layout(), stats, sums);
+  // With the ReLU fused, dy is its output's gradient: the kernels mask it by the output.
+  const ConstMatrix relu_output = relu_after_ ? kernels::first_rows(output(), n) : ConstMatrix();
+  kernels::batchnorm_backward_sums(x, dy, layout(), stats, sums, relu_output);
   // Parameter gradients from this rank's rows (the DP all-reduce sums them over ranks).
   kernels::batchnorm_param_grads(sums, store_->grad_vector(weight_), store_->grad_vector(bias_));
   if (training_ && sync_ != nullptr) allreduce_sums(2 * channels_, -1.0);
   kernels::batchnorm_backward_input(x, dy, layout(), stats, store_->param_vector(weight_), sums,
-                                    count_, training_, input_grad_rows(n));
+                                    count_, training_, input_grad_rows(n), relu_output);
 }
 
 }  // namespace trellis::nn

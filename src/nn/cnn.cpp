@@ -1,7 +1,6 @@
 #include "trellis/nn/cnn.hpp"
 
 #include "trellis/core/error.hpp"
-#include "trellis/nn/activation.hpp"
 #include "trellis/nn/conv2d.hpp"
 #include "trellis/nn/linear.hpp"
 #include "trellis/nn/pool.hpp"
@@ -72,10 +71,9 @@ Cnn::Cnn(const CnnSpec& spec, ParameterStore& store, const std::string& prefix)
   stem_conv->set_input_grad_needed(spec.input_grad);
   layers_.add(std::move(stem_conv));
   auto bn = std::make_unique<BatchNorm2d>(store, prefix + "stem.bn", channels, height, width, cap,
-                                          0.1f, 1e-5f, sync, stem_block);
+                                          0.1f, 1e-5f, sync, stem_block, /*relu_after=*/true);
   batchnorms_.push_back(bn.get());
   layers_.add(std::move(bn));
-  layers_.add(std::make_unique<Relu>(prefix + "stem.relu", channels * height * width, cap));
   first_block_ = layers_.size();
   for (std::size_t s = 0; s < spec.widths.size(); ++s) {
     for (int b = 0; b < spec.blocks_per_stage; ++b) {

@@ -55,8 +55,7 @@ BasicBlock::BasicBlock(ParameterStore& store, const std::string& name, int in_ch
       capacity);
   const int ho = conv1_->out_height(), wo = conv1_->out_width();
   bn1_ = std::make_unique<BatchNorm2d>(store, name + ".bn1", mid_channels, ho, wo, capacity, 0.1f,
-                                       1e-5f, sync, mid_block);
-  relu1_ = std::make_unique<Relu>(name + ".relu1", mid_channels * ho * wo, capacity);
+                                       1e-5f, sync, mid_block, /*relu_after=*/true);
   conv2_ = std::make_unique<Conv2d>(
       store, name + ".conv2",
       conv_spec(mid_channels, out_channels, 3, 1, 1, ho, wo, conv_impl, preferred_block), capacity);
@@ -77,9 +76,8 @@ BasicBlock::BasicBlock(ParameterStore& store, const std::string& name, int in_ch
 void BasicBlock::forward(ConstMatrix input, int n, const StepContext& ctx) {
   const ConstMatrix x = begin_forward(input, n);
   conv1_->forward(x, n, ctx);
-  bn1_->forward(conv1_->output(), n, ctx);
-  relu1_->forward(bn1_->output(), n, ctx);
-  conv2_->forward(relu1_->output(), n, ctx);
+  bn1_->forward(conv1_->output(), n, ctx);  // relu1 inside
+  conv2_->forward(bn1_->output(), n, ctx);
   bn2_->forward(conv2_->output(), n, ctx);
   const ConstMatrix m = bn2_->output();
   ConstMatrix shortcut = x;
@@ -98,8 +96,7 @@ void BasicBlock::backward(ConstMatrix output_grad, int n) {
   kernels::relu_backward(kernels::first_rows(output(), n), dy, ds);  // y > 0 where m + sc > 0
   bn2_->backward(ds, n);
   conv2_->backward(bn2_->input_grad(), n);
-  relu1_->backward(conv2_->input_grad(), n);
-  bn1_->backward(relu1_->input_grad(), n);
+  bn1_->backward(conv2_->input_grad(), n);
   conv1_->backward(bn1_->input_grad(), n);
   ConstMatrix shortcut_grad = ds;
   if (shortcut_conv_) {
@@ -121,7 +118,6 @@ std::int64_t BasicBlock::flops_per_sample() const {
 void BasicBlock::for_each_part(const std::function<void(Layer&)>& f) {
   f(*conv1_);
   f(*bn1_);
-  f(*relu1_);
   f(*conv2_);
   f(*bn2_);
   if (shortcut_conv_) f(*shortcut_conv_);

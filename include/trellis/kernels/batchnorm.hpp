@@ -15,6 +15,11 @@
 // blocked, a block's B channels side by side in vector lanes, pixels in 2 interleaved partial
 // sums. The two layouts' sums differ by rounding only. Elementwise passes run over every
 // element, one (image, channel block) plane per work item.
+//
+// A ReLU after the norm (nn::BatchNorm2d with relu_after) runs inside it: normalize writes
+// max(y, 0), and the backward kernels, given that output as relu_output, take dy * [y > 0] for
+// dy, the values relu_backward would have written; so the results are those of the two
+// layers apart, bit for bit, without the ReLU's passes and buffers.
 #pragma once
 
 #include "trellis/kernels/channel_layout.hpp"
@@ -41,13 +46,17 @@ void batchnorm_batch_stats(ConstDoubleVector sums, double count, float eps, floa
 void batchnorm_running_stats(ConstVector running, float eps, DoubleVector stats);
 
 // y = (x - mean) * invstd * gamma + beta, per channel.   gamma, beta: [C]   y: [n, C*plane]
+// relu: y = max(that, 0) (NaN -> 0, as relu_forward).
 void batchnorm_normalize(ConstMatrix x, ChannelLayout layout, ConstDoubleVector stats,
-                         ConstVector gamma, ConstVector beta, Matrix y);
+                         ConstVector gamma, ConstVector beta, Matrix y, bool relu = false);
 
 // With xhat = (x - mean) * invstd:
 //   sums[c] = sum dy[i, c, p],  sums[C + c] = sum dy[i, c, p] * xhat[i, c, p].   (written)
+// relu_output: [n, C*plane], a normalize's output with relu (empty: no ReLU); dy is then the
+// ReLU's output gradient and dy * [relu_output > 0] is used in its place.
 void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, ChannelLayout layout,
-                             ConstDoubleVector stats, DoubleVector sums);
+                             ConstDoubleVector stats, DoubleVector sums,
+                             ConstMatrix relu_output = {});
 
 // dbeta[c] += sums[c],  dgamma[c] += sums[C + c]   (parameter gradients accumulate)
 void batchnorm_param_grads(ConstDoubleVector sums, Vector dgamma, Vector dbeta);
@@ -56,8 +65,9 @@ void batchnorm_param_grads(ConstDoubleVector sums, Vector dgamma, Vector dbeta);
 //   training (batch statistics over `count` values per channel, sums over the same values):
 //     dx = gamma * invstd * (dy - sums[c] / count - xhat * sums[C + c] / count)
 //   eval (fixed running statistics): dx = gamma * invstd * dy   (sums, count unused)
+// relu_output: as in batchnorm_backward_sums.
 void batchnorm_backward_input(ConstMatrix x, ConstMatrix dy, ChannelLayout layout,
                               ConstDoubleVector stats, ConstVector gamma, ConstDoubleVector sums,
-                              double count, bool training, Matrix dx);
+                              double count, bool training, Matrix dx, ConstMatrix relu_output = {});
 
 }  // namespace trellis::kernels

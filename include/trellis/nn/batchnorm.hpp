@@ -20,6 +20,10 @@
 // All reductions are in double. The running statistics are a non-trainable buffer [2C] owned by
 // the layer (not in the ParameterStore), exposed for checkpoints and tests.
 //
+// relu_after: a ReLU follows the norm inside this layer, y = max(gamma * xhat + beta, 0), and
+// backward takes dy as the ReLU output's gradient (kernels/batchnorm.hpp: bit for bit the two
+// layers apart, without the ReLU's passes and buffers).
+//
 // Synchronised statistics (SyncBatchNorm): with a communicator, forward all-reduces the
 // per-channel [sum x, sum x^2] and the count N in one MPI_Allreduce, and backward all-reduces
 // [S1, S2] in another, so a data-parallel run on slices of a batch computes what one rank
@@ -47,7 +51,7 @@ class BatchNorm2d : public Layer {
   // channel_block: the layout of x and y (kernels/channel_layout.hpp; 1 = NCHW).
   BatchNorm2d(ParameterStore& store, const std::string& name, int channels, int height, int width,
               int capacity, float momentum = 0.1f, float eps = 1e-5f, const MpiComm* sync = nullptr,
-              int channel_block = 1);
+              int channel_block = 1, bool relu_after = false);
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
@@ -55,6 +59,7 @@ class BatchNorm2d : public Layer {
   int channels() const { return channels_; }
   int plane() const { return plane_; }
   kernels::ChannelLayout layout() const { return {plane_, channel_block_}; }
+  bool relu_after() const { return relu_after_; }
   float momentum() const { return momentum_; }
   float eps() const { return eps_; }
   const MpiComm* sync() const { return sync_; }
@@ -80,6 +85,7 @@ class BatchNorm2d : public Layer {
   ParameterStore* store_;
   std::size_t weight_, bias_;
   int channels_, plane_, channel_block_;
+  bool relu_after_;
   float momentum_, eps_;
   const MpiComm* sync_;
   FloatView running_;         // [2C]: running mean, running var

@@ -1,7 +1,7 @@
 // Cnn: a ResNet-style image classifier (ResNet-18's CIFAR variant, scaled by the spec).
 //
 //   input [n, C*H*W] (NCHW images flattened into rows)
-//   stem:     stem.conv (3x3, stride 1, pad 1, C -> widths[0], no bias) -> stem.bn -> stem.relu
+//   stem:     stem.conv (3x3, stride 1, pad 1, C -> widths[0], no bias) -> stem.bn (its ReLU fused)
 //   stage s:  blocks_per_stage BasicBlocks "stage<s+1>.block<b+1>" of width widths[s]; the first
 //             block of every stage after the first has stride 2 (and a 1x1 projection shortcut)
 //   pool:     global average pool -> [n, widths.back()]

@@ -22,7 +22,6 @@
 #pragma once
 
 #include "trellis/comm/mpi_comm.hpp"
-#include "trellis/nn/activation.hpp"
 #include "trellis/nn/batchnorm.hpp"
 #include "trellis/nn/conv2d.hpp"
 #include "trellis/nn/layer.hpp"
@@ -64,7 +63,6 @@ class BasicBlock : public Layer {
  private:
   std::unique_ptr<Conv2d> conv1_;
   std::unique_ptr<BatchNorm2d> bn1_;
-  std::unique_ptr<Relu> relu1_;
   std::unique_ptr<Conv2d> conv2_;
   std::unique_ptr<BatchNorm2d> bn2_;
   std::unique_ptr<Conv2d> shortcut_conv_;     // null: identity shortcut

@@ -66,20 +66,26 @@ void host_sums(const float* __restrict x, double* __restrict s, Index n, Index C
   }
 }
 
-TRELLIS_HOST_CLONES
-void host_backward_sums(const float* __restrict x, const float* __restrict dy,
-                        const double* __restrict st, double* __restrict s, Index n, Index C,
-                        Index pl) {
+// relu_output (nullptr: none): dy * [relu_output > 0] in place of dy.
+template <bool Masked>
+TRELLIS_HOST_INLINE void host_backward_sums_body(const float* __restrict x,
+                                                 const float* __restrict dy,
+                                                 const float* __restrict relu_output,
+                                                 const double* __restrict st, double* __restrict s,
+                                                 Index n, Index C, Index pl) {
   for (Index c = 0; c < C; ++c) {
     const double mean = st[c], invstd = st[C + c];
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
     for (Index i = 0; i < n; ++i) {
       const float* __restrict xs = x + (i * C + c) * pl;
       const float* __restrict ds = dy + (i * C + c) * pl;
+      const float* __restrict ms = Masked ? relu_output + (i * C + c) * pl : nullptr;
+      const auto grad = [&](Index q) {
+        return static_cast<double>(Masked ? (ms[q] > 0.0f ? ds[q] : 0.0f) : ds[q]);
+      };
       double plane_dy = 0.0, plane_dy_xhat = 0.0;
       lane_sums_double(
-          pl, [&](Index q) { return static_cast<double>(ds[q]); },
-          [&](Index q) { return static_cast<double>(ds[q]) * (xs[q] - mean) * invstd; }, plane_dy,
+          pl, grad, [&](Index q) { return grad(q) * (xs[q] - mean) * invstd; }, plane_dy,
           plane_dy_xhat);
       sum_dy += plane_dy;
       sum_dy_xhat += plane_dy_xhat;
@@ -87,6 +93,22 @@ void host_backward_sums(const float* __restrict x, const float* __restrict dy,
     s[c] = sum_dy;
     s[C + c] = sum_dy_xhat;
   }
+}
+
+TRELLIS_HOST_CLONES
+void host_backward_sums(const float* x, const float* dy, const float* relu_output, const double* st,
+                        double* s, Index n, Index C, Index pl) {
+  if (relu_output == nullptr)
+    host_backward_sums_body<false>(x, dy, relu_output, st, s, n, C, pl);
+  else
+    host_backward_sums_body<true>(x, dy, relu_output, st, s, n, C, pl);
+}
+
+// The mask operand of the backward kernels: null for no ReLU, else checked against x.
+const float* relu_mask(const ConstMatrix& relu_output, const ConstMatrix& x, const char* kernel) {
+  if (relu_output.data() == nullptr) return nullptr;
+  require_same_shape(x, relu_output, kernel);
+  return relu_output.data();
 }
 
 }  // namespace
@@ -163,7 +185,7 @@ void batchnorm_running_stats(ConstVector running, float eps, DoubleVector stats)
 }
 
 void batchnorm_normalize(ConstMatrix x, ChannelLayout layout, ConstDoubleVector stats,
-                         ConstVector gamma, ConstVector beta, Matrix y) {
+                         ConstVector gamma, ConstVector beta, Matrix y, bool relu) {
   require_same_shape(x, y, "batchnorm_normalize");
   const std::int64_t C = channels_of(x, layout, "batchnorm_normalize");
   require_length(stats, 2 * C, "batchnorm_normalize", "stats");
@@ -177,7 +199,9 @@ void batchnorm_normalize(ConstMatrix x, ChannelLayout layout, ConstDoubleVector 
   const std::int64_t pl = layout.plane, B = layout.block, CB = C / B;
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   if constexpr (kHostKernels) {
-    if (B > 1 && detail::blocked_normalize(xp, st, g, b, yp, blocked_shape(x, layout, C))) return;
+    if (B > 1 && detail::blocked_normalize(xp, st, g, b, relu, yp, blocked_shape(x, layout, C))) {
+      return;
+    }
   }
   // Work item (i, cb): one channel block plane of one image, so no division per element.
   Kokkos::parallel_for(
@@ -191,15 +215,17 @@ void batchnorm_normalize(ConstMatrix x, ChannelLayout layout, ConstDoubleVector 
           const float scale = static_cast<float>(st[C + c] * g[c]);
           const float shift = b[c];
           for (std::int64_t q = 0; q < pl; ++q) {
-            dst[q * B + l] = (src[q * B + l] - mean) * scale + shift;
+            const float v = (src[q * B + l] - mean) * scale + shift;
+            dst[q * B + l] = relu ? (v > 0.0f ? v : 0.0f) : v;
           }
         }
       });
 }
 
 void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, ChannelLayout layout,
-                             ConstDoubleVector stats, DoubleVector sums) {
+                             ConstDoubleVector stats, DoubleVector sums, ConstMatrix relu_output) {
   require_same_shape(x, dy, "batchnorm_backward_sums");
+  const float* mp = relu_mask(relu_output, x, "batchnorm_backward_sums");
   const std::int64_t C = channels_of(x, layout, "batchnorm_backward_sums");
   require_length(stats, 2 * C, "batchnorm_backward_sums", "stats");
   require_length(sums, 2 * C, "batchnorm_backward_sums", "sums");
@@ -211,10 +237,10 @@ void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, ChannelLayout layout
   const std::int64_t B = layout.block, CB = C / B;
   if constexpr (kHostKernels) {
     if (B == 1) {
-      host_backward_sums(xp, dyp, st, s, n, C, pl);
+      host_backward_sums(xp, dyp, mp, st, s, n, C, pl);
       return;
     }
-    if (detail::blocked_backward_sums(xp, dyp, st, s, blocked_shape(x, layout, C))) return;
+    if (detail::blocked_backward_sums(xp, dyp, mp, st, s, blocked_shape(x, layout, C))) return;
   }
   Kokkos::parallel_for(
       TRELLIS_KERNEL_LABEL("trellis::batchnorm::bwd_sums"), Range(0, C),
@@ -225,7 +251,8 @@ void batchnorm_backward_sums(ConstMatrix x, ConstMatrix dy, ChannelLayout layout
         for (std::int64_t i = 0; i < n; ++i) {
           const std::int64_t base = (i * CB + cb) * pl * B + l;
           for (std::int64_t q = 0; q < pl; ++q) {
-            const double d = dyp[base + q * B];
+            const std::int64_t e = base + q * B;
+            const double d = (mp == nullptr || mp[e] > 0.0f) ? dyp[e] : 0.0f;
             sum_dy += d;
             sum_dy_xhat += d * (xp[base + q * B] - mean) * invstd;
           }
@@ -252,9 +279,10 @@ void batchnorm_param_grads(ConstDoubleVector sums, Vector dgamma, Vector dbeta) 
 
 void batchnorm_backward_input(ConstMatrix x, ConstMatrix dy, ChannelLayout layout,
                               ConstDoubleVector stats, ConstVector gamma, ConstDoubleVector sums,
-                              double count, bool training, Matrix dx) {
+                              double count, bool training, Matrix dx, ConstMatrix relu_output) {
   require_same_shape(x, dy, "batchnorm_backward_input");
   require_same_shape(x, dx, "batchnorm_backward_input");
+  const float* mp = relu_mask(relu_output, x, "batchnorm_backward_input");
   const std::int64_t C = channels_of(x, layout, "batchnorm_backward_input");
   require_length(stats, 2 * C, "batchnorm_backward_input", "stats");
   require_length(gamma, C, "batchnorm_backward_input", "gamma");
@@ -270,7 +298,7 @@ void batchnorm_backward_input(ConstMatrix x, ConstMatrix dy, ChannelLayout layou
   const double inv_count = training ? 1.0 / count : 0.0;
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   if constexpr (kHostKernels) {
-    if (B > 1 && detail::blocked_backward_input(xp, dyp, st, g, s, inv_count, training, dxp,
+    if (B > 1 && detail::blocked_backward_input(xp, dyp, mp, st, g, s, inv_count, training, dxp,
                                                 blocked_shape(x, layout, C))) {
       return;
     }
@@ -281,13 +309,15 @@ void batchnorm_backward_input(ConstMatrix x, ConstMatrix dy, ChannelLayout layou
       KOKKOS_LAMBDA(const std::int64_t item) {
         const float* xsrc = xp + item * pl * B;
         const float* dysrc = dyp + item * pl * B;
+        const float* msrc = mp == nullptr ? nullptr : mp + item * pl * B;
         float* dst = dxp + item * pl * B;
         for (std::int64_t l = 0; l < B; ++l) {
           const detail::InputGradCoefficients k = detail::input_grad_coefficients(
               st, g, s, inv_count, training, (item % CB) * B + l, C);
           for (std::int64_t q = 0; q < pl; ++q) {
             const std::int64_t e = q * B + l;
-            dst[e] = k.a * dysrc[e] + k.b * (xsrc[e] - k.mean) + k.d;
+            const float d = (msrc == nullptr || msrc[e] > 0.0f) ? dysrc[e] : 0.0f;
+            dst[e] = k.a * d + k.b * (xsrc[e] - k.mean) + k.d;
           }
         }
       });

@@ -22,6 +22,17 @@ TRELLIS_HOST_INLINE void widen(const float* __restrict p, Doubles4& out) {
   out = __builtin_convertvector(f, Doubles4);
 }
 
+// The same for dy where a fused ReLU's output says which elements passed: dy * [mask > 0].
+TRELLIS_HOST_INLINE void widen_masked(const float* __restrict p, const float* __restrict mask,
+                                      Doubles4& out) {
+  Floats4 f, m;
+  __builtin_memcpy(&f, p, sizeof f);
+  __builtin_memcpy(&m, mask, sizeof m);
+  const Floats4 zero = {};
+  f = m > zero ? f : zero;
+  out = __builtin_convertvector(f, Doubles4);
+}
+
 // Per lane l of channel block cb: sum over (i, p) of first(x) and of second(x), in two
 // interleaved partial sums over the pixels (even, odd) so consecutive pixels do not wait on
 // one another's additions, added at the end. A fixed order: reproducible.
@@ -71,8 +82,9 @@ TRELLIS_HOST_INLINE void sums_body(const float* __restrict x, double* __restrict
   }
 }
 
-template <int B>
+template <int B, bool Masked>
 TRELLIS_HOST_INLINE void backward_sums_body(const float* __restrict x, const float* __restrict dy,
+                                            const float* __restrict relu_output,
                                             const double* __restrict stats, double* __restrict sums,
                                             const BlockedShape& s) {
   constexpr int G = B / 4;
@@ -89,7 +101,10 @@ TRELLIS_HOST_INLINE void backward_sums_body(const float* __restrict x, const flo
         s, cb,
         [&](Index e, int g, Doubles4& first, Doubles4& second) {
           Doubles4 d, v;
-          widen(dy + e, d);
+          if constexpr (Masked)
+            widen_masked(dy + e, relu_output + e, d);
+          else
+            widen(dy + e, d);
           widen(x + e, v);
           first += d;
           second += d * (v - mean[g]) * invstd[g];  // as the NCHW kernel
@@ -98,7 +113,7 @@ TRELLIS_HOST_INLINE void backward_sums_body(const float* __restrict x, const flo
   }
 }
 
-template <int B>
+template <int B, bool Relu>
 TRELLIS_HOST_INLINE void normalize_body(const float* __restrict x, const double* __restrict stats,
                                         const float* __restrict gamma, const float* __restrict beta,
                                         float* __restrict y, const BlockedShape& s) {
@@ -116,20 +131,20 @@ TRELLIS_HOST_INLINE void normalize_body(const float* __restrict x, const double*
       const float* __restrict src = x + base;
       float* __restrict dst = y + base;
       for (Index p = 0; p < s.plane; ++p) {
-        for (int l = 0; l < B; ++l)
-          dst[p * B + l] = (src[p * B + l] - mean[l]) * scale[l] + shift[l];
+        for (int l = 0; l < B; ++l) {
+          const float v = (src[p * B + l] - mean[l]) * scale[l] + shift[l];
+          dst[p * B + l] = Relu ? (v > 0.0f ? v : 0.0f) : v;
+        }
       }
     }
   }
 }
 
-template <int B>
-TRELLIS_HOST_INLINE void backward_input_body(const float* __restrict x, const float* __restrict dy,
-                                             const double* __restrict stats,
-                                             const float* __restrict gamma,
-                                             const double* __restrict sums, double inv_count,
-                                             bool training, float* __restrict dx,
-                                             const BlockedShape& s) {
+template <int B, bool Masked>
+TRELLIS_HOST_INLINE void backward_input_body(
+    const float* __restrict x, const float* __restrict dy, const float* __restrict relu_output,
+    const double* __restrict stats, const float* __restrict gamma, const double* __restrict sums,
+    double inv_count, bool training, float* __restrict dx, const BlockedShape& s) {
   const Index channels = s.blocks * B;
   for (Index i = 0; i < s.n; ++i) {
     for (Index cb = 0; cb < s.blocks; ++cb) {
@@ -142,11 +157,13 @@ TRELLIS_HOST_INLINE void backward_input_body(const float* __restrict x, const fl
       const Index base = (i * s.blocks + cb) * s.plane * B;
       const float* __restrict xs = x + base;
       const float* __restrict ds = dy + base;
+      const float* __restrict ms = Masked ? relu_output + base : nullptr;
       float* __restrict out = dx + base;
       for (Index p = 0; p < s.plane; ++p) {
         for (int l = 0; l < B; ++l) {
           const Index e = p * B + l;
-          out[e] = a[l] * ds[e] + b[l] * (xs[e] - mean[l]) + d[l];
+          const float g = Masked ? (ms[e] > 0.0f ? ds[e] : 0.0f) : ds[e];
+          out[e] = a[l] * g + b[l] * (xs[e] - mean[l]) + d[l];
         }
       }
     }
@@ -161,31 +178,59 @@ TRELLIS_HOST_CLONES void sums_8(const float* x, double* sums, const BlockedShape
 TRELLIS_HOST_CLONES void sums_16(const float* x, double* sums, const BlockedShape& s) {
   sums_body<16>(x, sums, s);
 }
-TRELLIS_HOST_CLONES void backward_sums_8(const float* x, const float* dy, const double* stats,
-                                         double* sums, const BlockedShape& s) {
-  backward_sums_body<8>(x, dy, stats, sums, s);
+// A null relu_output (no fused ReLU) and a given one take separate inlined bodies.
+TRELLIS_HOST_CLONES void backward_sums_8(const float* x, const float* dy, const float* relu_output,
+                                         const double* stats, double* sums, const BlockedShape& s) {
+  if (relu_output == nullptr)
+    backward_sums_body<8, false>(x, dy, relu_output, stats, sums, s);
+  else
+    backward_sums_body<8, true>(x, dy, relu_output, stats, sums, s);
 }
-TRELLIS_HOST_CLONES void backward_sums_16(const float* x, const float* dy, const double* stats,
-                                          double* sums, const BlockedShape& s) {
-  backward_sums_body<16>(x, dy, stats, sums, s);
+TRELLIS_HOST_CLONES void backward_sums_16(const float* x, const float* dy, const float* relu_output,
+                                          const double* stats, double* sums,
+                                          const BlockedShape& s) {
+  if (relu_output == nullptr)
+    backward_sums_body<16, false>(x, dy, relu_output, stats, sums, s);
+  else
+    backward_sums_body<16, true>(x, dy, relu_output, stats, sums, s);
 }
 TRELLIS_HOST_CLONES void normalize_8(const float* x, const double* stats, const float* gamma,
-                                     const float* beta, float* y, const BlockedShape& s) {
-  normalize_body<8>(x, stats, gamma, beta, y, s);
+                                     const float* beta, bool relu, float* y,
+                                     const BlockedShape& s) {
+  if (relu)
+    normalize_body<8, true>(x, stats, gamma, beta, y, s);
+  else
+    normalize_body<8, false>(x, stats, gamma, beta, y, s);
 }
 TRELLIS_HOST_CLONES void normalize_16(const float* x, const double* stats, const float* gamma,
-                                      const float* beta, float* y, const BlockedShape& s) {
-  normalize_body<16>(x, stats, gamma, beta, y, s);
+                                      const float* beta, bool relu, float* y,
+                                      const BlockedShape& s) {
+  if (relu)
+    normalize_body<16, true>(x, stats, gamma, beta, y, s);
+  else
+    normalize_body<16, false>(x, stats, gamma, beta, y, s);
 }
-TRELLIS_HOST_CLONES void backward_input_8(const float* x, const float* dy, const double* stats,
-                                          const float* gamma, const double* sums, double inv_count,
-                                          bool training, float* dx, const BlockedShape& s) {
-  backward_input_body<8>(x, dy, stats, gamma, sums, inv_count, training, dx, s);
+TRELLIS_HOST_CLONES void backward_input_8(const float* x, const float* dy, const float* relu_output,
+                                          const double* stats, const float* gamma,
+                                          const double* sums, double inv_count, bool training,
+                                          float* dx, const BlockedShape& s) {
+  if (relu_output == nullptr)
+    backward_input_body<8, false>(x, dy, relu_output, stats, gamma, sums, inv_count, training, dx,
+                                  s);
+  else
+    backward_input_body<8, true>(x, dy, relu_output, stats, gamma, sums, inv_count, training, dx,
+                                 s);
 }
-TRELLIS_HOST_CLONES void backward_input_16(const float* x, const float* dy, const double* stats,
+TRELLIS_HOST_CLONES void backward_input_16(const float* x, const float* dy,
+                                           const float* relu_output, const double* stats,
                                            const float* gamma, const double* sums, double inv_count,
                                            bool training, float* dx, const BlockedShape& s) {
-  backward_input_body<16>(x, dy, stats, gamma, sums, inv_count, training, dx, s);
+  if (relu_output == nullptr)
+    backward_input_body<16, false>(x, dy, relu_output, stats, gamma, sums, inv_count, training, dx,
+                                   s);
+  else
+    backward_input_body<16, true>(x, dy, relu_output, stats, gamma, sums, inv_count, training, dx,
+                                  s);
 }
 
 }  // namespace
@@ -196,28 +241,30 @@ bool blocked_sums(const float* x, double* sums, const BlockedShape& s) {
   return false;
 }
 
-bool blocked_backward_sums(const float* x, const float* dy, const double* stats, double* sums,
-                           const BlockedShape& s) {
-  if (s.block == 8) return backward_sums_8(x, dy, stats, sums, s), true;
-  if (s.block == 16) return backward_sums_16(x, dy, stats, sums, s), true;
+bool blocked_backward_sums(const float* x, const float* dy, const float* relu_output,
+                           const double* stats, double* sums, const BlockedShape& s) {
+  if (s.block == 8) return backward_sums_8(x, dy, relu_output, stats, sums, s), true;
+  if (s.block == 16) return backward_sums_16(x, dy, relu_output, stats, sums, s), true;
   return false;
 }
 
 bool blocked_normalize(const float* x, const double* stats, const float* gamma, const float* beta,
-                       float* y, const BlockedShape& s) {
-  if (s.block == 8) return normalize_8(x, stats, gamma, beta, y, s), true;
-  if (s.block == 16) return normalize_16(x, stats, gamma, beta, y, s), true;
+                       bool relu, float* y, const BlockedShape& s) {
+  if (s.block == 8) return normalize_8(x, stats, gamma, beta, relu, y, s), true;
+  if (s.block == 16) return normalize_16(x, stats, gamma, beta, relu, y, s), true;
   return false;
 }
 
-bool blocked_backward_input(const float* x, const float* dy, const double* stats,
-                            const float* gamma, const double* sums, double inv_count, bool training,
-                            float* dx, const BlockedShape& s) {
+bool blocked_backward_input(const float* x, const float* dy, const float* relu_output,
+                            const double* stats, const float* gamma, const double* sums,
+                            double inv_count, bool training, float* dx, const BlockedShape& s) {
   if (s.block == 8) {
-    return backward_input_8(x, dy, stats, gamma, sums, inv_count, training, dx, s), true;
+    return backward_input_8(x, dy, relu_output, stats, gamma, sums, inv_count, training, dx, s),
+           true;
   }
   if (s.block == 16) {
-    return backward_input_16(x, dy, stats, gamma, sums, inv_count, training, dx, s), true;
+    return backward_input_16(x, dy, relu_output, stats, gamma, sums, inv_count, training, dx, s),
+           true;
   }
   return false;
 }

@@ -42,15 +42,16 @@ struct BlockedShape {
 
 // sums[c] = sum x, sums[C + c] = sum x^2.
 bool blocked_sums(const float* x, double* sums, const BlockedShape& s);
-// sums[c] = sum dy, sums[C + c] = sum dy * (x - mean) * invstd.
-bool blocked_backward_sums(const float* x, const float* dy, const double* stats, double* sums,
-                           const BlockedShape& s);
-// y = (x - mean) * (invstd * gamma) + beta.
+// sums[c] = sum dy, sums[C + c] = sum dy * (x - mean) * invstd. relu_output (nullptr: none):
+// dy * [relu_output > 0] in place of dy, here and in blocked_backward_input.
+bool blocked_backward_sums(const float* x, const float* dy, const float* relu_output,
+                           const double* stats, double* sums, const BlockedShape& s);
+// y = (x - mean) * (invstd * gamma) + beta; relu: max(y, 0).
 bool blocked_normalize(const float* x, const double* stats, const float* gamma, const float* beta,
-                       float* y, const BlockedShape& s);
+                       bool relu, float* y, const BlockedShape& s);
 // dx = a * dy + b * (x - mean) + d, the coefficients per channel as batchnorm.cpp makes them.
-bool blocked_backward_input(const float* x, const float* dy, const double* stats,
-                            const float* gamma, const double* sums, double inv_count, bool training,
-                            float* dx, const BlockedShape& s);
+bool blocked_backward_input(const float* x, const float* dy, const float* relu_output,
+                            const double* stats, const float* gamma, const double* sums,
+                            double inv_count, bool training, float* dx, const BlockedShape& s);
 
 }  // namespace trellis::kernels::detail

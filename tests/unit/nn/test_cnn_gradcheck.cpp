@@ -138,6 +138,20 @@ TEST_CASE("BatchNorm2d gradients match finite differences", "[cnn][gradcheck]") 
   }
 }
 
+// With its ReLU fused (the stem's and each block's first norm): inputs spread wide enough
+// that few outputs sit near the kink, where a finite difference is not a derivative.
+TEST_CASE("BatchNorm2d with a fused ReLU matches finite differences", "[cnn][gradcheck]") {
+  for (const int block : {1, 4}) {
+    INFO("channel block " << block);
+    nn::ParameterStore store;
+    nn::BatchNorm2d bn(store, "bn", 4, 3, 4, /*capacity=*/5, 0.1f, 1e-5f, nullptr, block,
+                       /*relu_after=*/true);
+    store.finalize(3);
+    randomize_params(store, 70);
+    gradcheck_layer(bn, store, 4, random_values(4 * 4 * 12, 71, -2.0f, 2.0f), {});
+  }
+}
+
 TEST_CASE("BasicBlock gradients match finite differences", "[cnn][gradcheck]") {
   SECTION("identity shortcut") {
     nn::ParameterStore store;

@@ -239,12 +239,12 @@ TEST_CASE("Cnn builds the documented ResNet layout for 28x28x1 and 32x32x3", "[c
   CHECK(model.describe() == "cnn 32-64-128 x1 (28x28x1)");
   CHECK(model.classes() == 10);
   CHECK(model.capacity() == 4);
-  // stem conv, bn, relu; 3 blocks; pool; head
-  CHECK(model.num_layers() == 8);
-  CHECK(model.layer(3).out_features() == 32 * 28 * 28);
-  CHECK(model.layer(4).out_features() == 64 * 14 * 14);
-  CHECK(model.layer(5).out_features() == 128 * 7 * 7);
-  CHECK(model.layer(6).out_features() == 128);
+  // stem conv, bn (its ReLU fused); 3 blocks; pool; head
+  CHECK(model.num_layers() == 7);
+  CHECK(model.layer(2).out_features() == 32 * 28 * 28);
+  CHECK(model.layer(3).out_features() == 64 * 14 * 14);
+  CHECK(model.layer(4).out_features() == 128 * 7 * 7);
+  CHECK(model.layer(5).out_features() == 128);
   // FLOPs: 6 * MACs of every conv and the head.
   const std::int64_t stem = 6LL * 32 * 784 * 9;
   const std::int64_t stage1 = 2 * 6LL * 32 * 784 * 288;
