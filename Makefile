@@ -56,9 +56,11 @@ build-portable: configure
 
 # Every test of the normal build, then the device-code-path tests of the portable build. The
 # Hugging Face peers (PyTorch, transformers: tools/install-deps.sh --hf) come first, for
-# e2e.hf_transformers.
+# e2e.hf_transformers. ctest -j runs tests side by side within the cores their PROCESSORS
+# reserve (an MPI test its ranks, an end-to-end script 2 unless it runs one rank); the Slurm,
+# container and timing tests run alone (RUN_SERIAL).
 test: deps-hf build build-portable
-	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900
+	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900 -j $(JOBS)
 	cd $(PORTABLE_BUILD_DIR) && ctest --output-on-failure --timeout 900 -j $(JOBS)
 
 # One relocatable folder (binaries, test binaries, the libraries a compute node may lack, small

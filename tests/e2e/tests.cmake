@@ -26,6 +26,8 @@ trellis_add_e2e_test(NAME bpe_generate SCRIPT ${E2E}/bpe_generate.sh)
 # trellis plan: the command on the shipped clusters, and its predictions against measured runs.
 trellis_add_e2e_test(NAME plan_cli SCRIPT ${E2E}/plan/plan_cli.sh)
 trellis_add_e2e_test(NAME plan_validation SCRIPT ${E2E}/plan/plan_validation.sh)
+# It compares predicted step times with measured ones: nothing may run beside it.
+set_tests_properties(e2e.plan_validation PROPERTIES RUN_SERIAL TRUE)
 # The Hugging Face bridge: init.weights on every layout (no transformers needed), and the
 # comparison with transformers, which exits 77 (skipped) when its Python (TRELLIS_HF_PYTHON,
 # else TRELLIS_PYTHON) cannot import torch, transformers and safetensors.
