@@ -8,12 +8,13 @@ foreach(name dp_equivalence parallel_equivalence cnn_equivalence)
   trellis_add_e2e_test(NAME ${name} SCRIPT ${E2E}/${name}.sh)
   set_tests_properties(e2e.${name} PROPERTIES FIXTURES_REQUIRED fashion_data)
 endforeach()
-# Mixed precision through the device bodies: the transformers' curves (attention, the norms,
-# the 16-bit activations and GEMM operands) and loss scaling with the 16-bit gradient wire.
+# Mixed precision through the device bodies: the GPT's and the Llama's curves (attention, the
+# norms, the 16-bit activations and GEMM operands) and loss scaling with the 16-bit gradient
+# wire.
 # The MLP's and the CNN's 16-bit curves (4 minutes here) run in the normal build only: their
 # kernels' device bodies are checked one by one by the unit tests above (the 16-bit epilogues
 # with ReLU, the operand rounding) and the CNN's convolution path by cnn_equivalence.
-set(PRECISION_E2E_SCRIPTS curves_transformers loss_scaling_and_wire)
+set(PRECISION_E2E_SCRIPTS curves_gpt curves_llama loss_scaling_and_wire)
 include(${E2E}/precision/tests.cmake)
 trellis_add_e2e_test(NAME gpt_equivalence SCRIPT ${E2E}/gpt_equivalence.sh)
 trellis_add_e2e_test(NAME llama_equivalence SCRIPT ${E2E}/llama_equivalence.sh)

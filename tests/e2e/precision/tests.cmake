@@ -1,8 +1,8 @@
 # Mixed precision (included by both builds' e2e lists): the scripts in PRECISION_E2E_SCRIPTS
-# (default: all three). The loss curves run one rank, so two of them can share the cores under
+# (default: all four). The loss curves run one rank, so two of them can share the cores under
 # ctest -j; loss scaling and the gradient wire run two.
 if(NOT DEFINED PRECISION_E2E_SCRIPTS)
-  set(PRECISION_E2E_SCRIPTS curves_mlp_cnn curves_transformers loss_scaling_and_wire)
+  set(PRECISION_E2E_SCRIPTS curves_mlp_cnn curves_gpt curves_llama loss_scaling_and_wire)
 endif()
 foreach(name IN LISTS PRECISION_E2E_SCRIPTS)
   if(name MATCHES "^curves")
