@@ -3,6 +3,7 @@
 // relu_backward then the norm's backward. Bit for bit, in NCHW and in blocks 4 (the general
 // kernel on the host), 8 and 16 (the host bodies); the portable build runs the device bodies.
 #include "catch.hpp"
+#include "unit/support/double_views.hpp"
 #include "unit/support/nn_helpers.hpp"
 
 #include "trellis/core/error.hpp"
@@ -12,6 +13,8 @@
 #include <vector>
 
 using namespace trellis;
+using trellis::test::doubles_to_host;
+using trellis::test::DoubleView;
 using trellis::test::random_values;
 using trellis::test::to_device;
 using trellis::test::to_host;
@@ -19,14 +22,6 @@ using trellis::test::to_host;
 namespace {
 
 constexpr int kImages = 3, kChannels = 32, kPlane = 5 * 7;  // an odd plane: the host tail runs
-
-using DoubleView = Kokkos::View<double*, MemSpace>;
-
-std::vector<double> doubles_to_host(const DoubleView& v) {
-  auto h = Kokkos::create_mirror_view(v);
-  Kokkos::deep_copy(h, v);
-  return std::vector<double>(h.data(), h.data() + h.extent(0));
-}
 
 Matrix rows(FloatView& v) { return as_matrix(v, kImages, static_cast<int>(v.size()) / kImages); }
 

@@ -4,6 +4,7 @@
 // general kernel; the portable build runs the device bodies for all of them.
 #include "catch.hpp"
 #include "unit/support/channel_blocks.hpp"
+#include "unit/support/double_views.hpp"
 #include "unit/support/nn_helpers.hpp"
 
 #include "trellis/kernels/batchnorm.hpp"
@@ -15,6 +16,8 @@
 #include <vector>
 
 using namespace trellis;
+using trellis::test::doubles_to_host;
+using trellis::test::DoubleView;
 using trellis::test::from_blocked;
 using trellis::test::random_values;
 using trellis::test::to_blocked;
@@ -24,14 +27,6 @@ using trellis::test::to_host;
 namespace {
 
 constexpr int kImages = 3, kChannels = 32, kPlane = 5 * 7;  // an odd plane: the host tail runs
-
-using DoubleView = Kokkos::View<double*, MemSpace>;
-
-std::vector<double> doubles_to_host(const DoubleView& v) {
-  auto h = Kokkos::create_mirror_view(v);
-  Kokkos::deep_copy(h, v);
-  return std::vector<double>(h.data(), h.data() + h.extent(0));
-}
 
 // Sums of the same values in different orders: equal to double rounding.
 void check_close(const std::vector<double>& a, const std::vector<double>& b, const char* what) {
