@@ -18,8 +18,8 @@ bool starts_with(std::string_view text, std::string_view prefix) {
 // what backward (or one forward call: gemm_out) writes and forgets is workspace.
 MemoryCategory layer_buffer_category(std::string_view what) {
   static constexpr std::string_view kBackwardScratch[] = {
-      "input_grad", "dz",      "dh",         "dqkv",   "delta",   "dgate_up",
-      "sum_grad",   "dlogits", "db_discard", "im2col", "gemm_out"};
+      "input_grad", "dz",      "dh",         "dqkv",   "delta",
+      "dgate_up",   "dlogits", "db_discard", "im2col", "gemm_out"};
   for (std::string_view name : kBackwardScratch)
     if (what == name) return MemoryCategory::workspace;
   return MemoryCategory::activations;

@@ -22,6 +22,11 @@ void host_relu_backward(const float* __restrict x, const float* __restrict dy, f
   for (Index i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
 TRELLIS_HOST_CLONES
+void host_relu_backward_add(const float* __restrict y, const float* __restrict dy,
+                            float* __restrict dx, Index n) {
+  for (Index i = 0; i < n; ++i) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+}
+TRELLIS_HOST_CLONES
 void host_add_relu_forward(const float* __restrict a, const float* __restrict b,
                            float* __restrict y, Index n) {
   for (Index i = 0; i < n; ++i) {
@@ -68,6 +73,22 @@ void relu_backward(ConstMatrix x, ConstMatrix dy, Matrix dx) {
     Kokkos::parallel_for(
         TRELLIS_KERNEL_LABEL("trellis::relu::bwd"), Range(0, n),
         KOKKOS_LAMBDA(const Index i) { dxp[i] = xp[i] > 0.0f ? dyp[i] : 0.0f; });
+  }
+}
+
+void relu_backward_add(ConstMatrix y, ConstMatrix dy, Matrix dx) {
+  require_same_shape(y, dy, "relu_backward_add");
+  require_same_shape(y, dx, "relu_backward_add");
+  const float* yp = y.data();
+  const float* dyp = dy.data();
+  float* dxp = dx.data();
+  const Index n = static_cast<Index>(y.size());
+  if constexpr (kHostKernels) {
+    host_relu_backward_add(yp, dyp, dxp, n);
+  } else {
+    Kokkos::parallel_for(
+        TRELLIS_KERNEL_LABEL("trellis::relu::bwd_add"), Range(0, n),
+        KOKKOS_LAMBDA(const Index i) { dxp[i] += yp[i] > 0.0f ? dyp[i] : 0.0f; });
   }
 }
 

@@ -120,12 +120,27 @@ void BatchNorm2d::forward(ConstMatrix input, int n, const StepContext& ctx) {
 }
 
 void BatchNorm2d::backward(ConstMatrix output_grad, int n) {
+  // With the ReLU fused, dy is its output's gradient: the kernels mask it by the output.
+  backward_masked(output_grad, relu_after_ ? output() : ConstMatrix(), n);
+}
+
+void BatchNorm2d::backward_through_relu(ConstMatrix output_grad, ConstMatrix relu_output, int n) {
+  TRELLIS_REQUIRE(!relu_after_, "batchnorm \"" + name() + "\": a ReLU inside and one after it");
+  if (relu_output.extent(1) != static_cast<std::size_t>(out_features()) ||
+      relu_output.extent(0) < static_cast<std::size_t>(n))
+    throw Error("batchnorm \"" + name() + "\": ReLU output " +
+                kernels::extents_string(relu_output) + " for " + std::to_string(n) + " rows of " +
+                std::to_string(out_features()) + " features");
+  backward_masked(output_grad, relu_output, n);
+}
+
+void BatchNorm2d::backward_masked(ConstMatrix output_grad, ConstMatrix mask_rows, int n) {
   const ConstMatrix dy = begin_backward(output_grad, n);
   const ConstMatrix x = saved_input();
   const kernels::DoubleVector sums(sums_.data(), sums_.extent(0));
   const kernels::ConstDoubleVector stats(stats_.data(), stats_.extent(0));
-  // With the ReLU fused, dy is its output's gradient: the kernels mask it by the output.
-  const ConstMatrix relu_output = relu_after_ ? kernels::first_rows(output(), n) : ConstMatrix();
+  const ConstMatrix relu_output =
+      mask_rows.data() != nullptr ? kernels::first_rows(mask_rows, n) : ConstMatrix();
   kernels::batchnorm_backward_sums(x, dy, layout(), stats, sums, relu_output);
   // Parameter gradients from this rank's rows (the DP all-reduce sums them over ranks).
   kernels::batchnorm_param_grads(sums, store_->grad_vector(weight_), store_->grad_vector(bias_));

@@ -8,6 +8,18 @@
 
 namespace trellis::nn {
 
+namespace {
+
+thread_local bool input_grads_from_owner = false;
+
+}  // namespace
+
+InputGradsFromOwner::InputGradsFromOwner() : previous_(input_grads_from_owner) {
+  input_grads_from_owner = true;
+}
+
+InputGradsFromOwner::~InputGradsFromOwner() { input_grads_from_owner = previous_; }
+
 Layer::Layer(std::string name, int in_features, int out_features, int capacity, OwnBuffers own)
     : name_(std::move(name)),
       in_features_(in_features),
@@ -22,7 +34,8 @@ Layer::Layer(std::string name, int in_features, int out_features, int capacity, 
   if (own.output)
     output_ = layer_buffer(own.output_role, "trellis::nn::" + name_ + ".output",
                            cap * static_cast<std::size_t>(out_features));
-  if (own.input_grad)
+  input_grad_from_owner_ = own.input_grad && input_grads_from_owner;
+  if (own.input_grad && !input_grad_from_owner_)
     input_grad_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name_ + ".input_grad",
                                cap * static_cast<std::size_t>(in_features));
 }
@@ -51,6 +64,21 @@ void Layer::share_input_grad_of(const Layer& inner) {
       inner.in_features_ == in_features_ && inner.capacity_ == capacity_,
       "layer \"" + name_ + "\": cannot share the input gradient of \"" + inner.name_ + "\"");
   input_grad_ = inner.input_grad_;
+}
+
+void Layer::lend_input_grad_to(Layer& part, const FloatView& buffer) const {
+  const std::size_t floats =
+      static_cast<std::size_t>(part.capacity_) * static_cast<std::size_t>(part.in_features_);
+  TRELLIS_REQUIRE(part.input_grad_from_owner_,
+                  "layer \"" + name_ + "\": \"" + part.name_ +
+                      "\" was not built to take its input gradient from its owner");
+  if (buffer.size() == 0) return;  // sized under a census: never run
+  TRELLIS_REQUIRE(buffer.size() >= floats, "layer \"" + name_ + "\": a buffer of " +
+                                               std::to_string(buffer.size()) + " floats for \"" +
+                                               part.name_ + "\"'s input gradient of " +
+                                               std::to_string(floats));
+  part.input_grad_ = Kokkos::subview(buffer, std::make_pair(std::size_t{0}, floats));
+  part.input_grad_from_owner_ = false;
 }
 
 ConstMatrix Layer::output() const {
@@ -98,6 +126,9 @@ ConstMatrix Layer::begin_forward(const ConstMatrix& input, int n) {
 }
 
 ConstMatrix Layer::begin_backward(const ConstMatrix& output_grad, int n) const {
+  if (input_grad_from_owner_)
+    throw Error("layer \"" + name_ +
+                "\": backward before the layer that owns it lent it an input-gradient buffer");
   if (!has_forward_ || n != forward_rows_) {
     throw Error("layer \"" + name_ + "\": backward of " + std::to_string(n) +
                 " rows does not follow a forward of the same rows" +

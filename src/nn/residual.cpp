@@ -6,6 +6,8 @@
 #include "trellis/kernels/views.hpp"
 #include "trellis/nn/buffer_pool.hpp"
 
+#include <algorithm>
+
 namespace trellis::nn {
 
 namespace {
@@ -45,32 +47,55 @@ BasicBlock::BasicBlock(ParameterStore& store, const std::string& name, int in_ch
                        const MpiComm* sync, ConvImpl conv_impl, int mid_channels,
                        int preferred_block)
     : Layer(name, in_channels * height * width,
-            block_out_features(name, in_channels, out_channels, stride, height, width), capacity) {
+            block_out_features(name, in_channels, out_channels, stride, height, width), capacity,
+            OwnBuffers{/*output=*/true, /*input_grad=*/false, BufferRole::saved}) {
   if (mid_channels <= 0) mid_channels = out_channels;
   const int mid_block = kernels::channel_block_for(mid_channels, preferred_block);
   const int out_block = kernels::channel_block_for(out_channels, preferred_block);
+  // conv1's input gradient is the block's: the shortcut's is added into it in place.
   conv1_ = std::make_unique<Conv2d>(
       store, name + ".conv1",
       conv_spec(in_channels, mid_channels, 3, stride, 1, height, width, conv_impl, preferred_block),
       capacity);
+  share_input_grad_of(*conv1_);
   const int ho = conv1_->out_height(), wo = conv1_->out_width();
-  bn1_ = std::make_unique<BatchNorm2d>(store, name + ".bn1", mid_channels, ho, wo, capacity, 0.1f,
-                                       1e-5f, sync, mid_block, /*relu_after=*/true);
-  conv2_ = std::make_unique<Conv2d>(
-      store, name + ".conv2",
-      conv_spec(mid_channels, out_channels, 3, 1, 1, ho, wo, conv_impl, preferred_block), capacity);
-  bn2_ = std::make_unique<BatchNorm2d>(store, name + ".bn2", out_channels, ho, wo, capacity, 0.1f,
-                                       1e-5f, sync, out_block);
-  if (stride != 1 || in_channels != out_channels) {
-    shortcut_conv_ = std::make_unique<Conv2d>(store, name + ".shortcut.conv",
-                                              conv_spec(in_channels, out_channels, 1, stride, 0,
-                                                        height, width, conv_impl, preferred_block),
-                                              capacity);
-    shortcut_bn_ = std::make_unique<BatchNorm2d>(store, name + ".shortcut.bn", out_channels, ho, wo,
-                                                 capacity, 0.1f, 1e-5f, sync, out_block);
+  {
+    const InputGradsFromOwner lent;  // the two buffers below
+    bn1_ = std::make_unique<BatchNorm2d>(store, name + ".bn1", mid_channels, ho, wo, capacity, 0.1f,
+                                         1e-5f, sync, mid_block, /*relu_after=*/true);
+    conv2_ = std::make_unique<Conv2d>(
+        store, name + ".conv2",
+        conv_spec(mid_channels, out_channels, 3, 1, 1, ho, wo, conv_impl, preferred_block),
+        capacity);
+    bn2_ = std::make_unique<BatchNorm2d>(store, name + ".bn2", out_channels, ho, wo, capacity, 0.1f,
+                                         1e-5f, sync, out_block);
+    if (stride != 1 || in_channels != out_channels) {
+      shortcut_conv_ =
+          std::make_unique<Conv2d>(store, name + ".shortcut.conv",
+                                   conv_spec(in_channels, out_channels, 1, stride, 0, height, width,
+                                             conv_impl, preferred_block),
+                                   capacity);
+      shortcut_bn_ = std::make_unique<BatchNorm2d>(store, name + ".shortcut.bn", out_channels, ho,
+                                                   wo, capacity, 0.1f, 1e-5f, sync, out_block);
+    }
   }
-  const auto size = static_cast<std::size_t>(capacity) * static_cast<std::size_t>(out_features());
-  sum_grad_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".sum_grad", size);
+  // Backward runs bn2, conv2, bn1, conv1, then shortcut bn, shortcut conv: each gradient is
+  // dead once the next layer has read it, so the norms' go to one buffer and the inner
+  // convolutions' to another.
+  const auto cap = static_cast<std::size_t>(capacity);
+  const int mid = mid_channels * ho * wo, out = out_features();
+  const int b_features = shortcut_conv_ ? std::max(mid, in_features()) : mid;
+  norm_grads_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".norms.input_grad",
+                             cap * static_cast<std::size_t>(std::max(mid, out)));
+  conv_grads_ = layer_buffer(BufferRole::scratch, "trellis::nn::" + name + ".convs.input_grad",
+                             cap * static_cast<std::size_t>(b_features));
+  lend_input_grad_to(*bn1_, norm_grads_);
+  lend_input_grad_to(*conv2_, conv_grads_);
+  lend_input_grad_to(*bn2_, norm_grads_);
+  if (shortcut_conv_) {
+    lend_input_grad_to(*shortcut_conv_, conv_grads_);
+    lend_input_grad_to(*shortcut_bn_, norm_grads_);
+  }
 }
 
 void BasicBlock::forward(ConstMatrix input, int n, const StepContext& ctx) {
@@ -91,22 +116,24 @@ void BasicBlock::forward(ConstMatrix input, int n, const StepContext& ctx) {
 }
 
 void BasicBlock::backward(ConstMatrix output_grad, int n) {
+  // dy is the gradient of y = relu(m + sc): both branches take it masked by [y > 0], the
+  // norms inside their kernels, the identity shortcut in the final add.
   const ConstMatrix dy = begin_backward(output_grad, n);
-  const Matrix ds = as_matrix(sum_grad_, n, out_features());
-  kernels::relu_backward(kernels::first_rows(output(), n), dy, ds);  // y > 0 where m + sc > 0
-  bn2_->backward(ds, n);
+  const ConstMatrix y = kernels::first_rows(output(), n);
+  bn2_->backward_through_relu(dy, y, n);
   conv2_->backward(bn2_->input_grad(), n);
   bn1_->backward(conv2_->input_grad(), n);
-  conv1_->backward(bn1_->input_grad(), n);
-  ConstMatrix shortcut_grad = ds;
-  if (shortcut_conv_) {
-    shortcut_bn_->backward(ds, n);
-    shortcut_conv_->backward(shortcut_bn_->input_grad(), n);
-    shortcut_grad = kernels::first_rows(shortcut_conv_->input_grad(), n);
-  }
+  conv1_->backward(bn1_->input_grad(), n);  // writes dx
   const Matrix dx = input_grad_rows(n);
-  kernels::add(kernels::flat(kernels::first_rows(conv1_->input_grad(), n)),
-               kernels::flat(shortcut_grad), kernels::flat(dx));
+  if (shortcut_conv_) {
+    shortcut_bn_->backward_through_relu(dy, y, n);
+    shortcut_conv_->backward(shortcut_bn_->input_grad(), n);
+    kernels::add(kernels::flat(dx),
+                 kernels::flat(kernels::first_rows(shortcut_conv_->input_grad(), n)),
+                 kernels::flat(dx));
+  } else {
+    kernels::relu_backward_add(y, dy, dx);
+  }
 }
 
 std::int64_t BasicBlock::flops_per_sample() const {

@@ -42,6 +42,9 @@ void relu_backward(ConstMatrix x, ConstMatrix dy, Matrix dx);
 // y = max(a + b, 0): a residual add and the ReLU after it in one pass. The sum is not kept:
 // relu_backward(y, dy, dx) has the mask.
 void add_relu_forward(ConstMatrix a, ConstMatrix b, Matrix y);
+// dx += dy * [y > 0]: relu_backward's result added where the gradient meets another branch
+// (a residual block's identity shortcut), without writing it out first.
+void relu_backward_add(ConstMatrix y, ConstMatrix dy, Matrix dx);
 // y = gelu(x)
 void gelu_forward(ConstMatrix x, Matrix y);
 // dx = dy * gelu'(x)

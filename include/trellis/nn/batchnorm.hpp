@@ -55,6 +55,10 @@ class BatchNorm2d : public Layer {
 
   void forward(ConstMatrix input, int n, const StepContext& ctx) override;
   void backward(ConstMatrix output_grad, int n) override;
+  // backward when a ReLU outside this layer, y = max(this output + s, 0) (a residual block's
+  // add: nn/residual.hpp), follows it: output_grad is dL/dy, and the kernels take it masked by
+  // [relu_output > 0] (relu_output: [>= n, features], that y), so no masked copy is made.
+  void backward_through_relu(ConstMatrix output_grad, ConstMatrix relu_output, int n);
 
   int channels() const { return channels_; }
   int plane() const { return plane_; }
@@ -78,6 +82,8 @@ class BatchNorm2d : public Layer {
   // Sums the first `values` doubles of sums_ over sync_ in place (needs sync_). With
   // local_count >= 0 it rides along as element `values` and the global count is returned.
   double allreduce_sums(int values, double local_count);
+  // backward with dy masked by [mask_rows > 0] (empty: not masked).
+  void backward_masked(ConstMatrix output_grad, ConstMatrix mask_rows, int n);
 
   using DoubleView = Kokkos::View<double*, MemSpace>;
   using HostDoubleView = Kokkos::View<double*, HostSpace>;

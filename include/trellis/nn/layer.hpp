@@ -111,6 +111,12 @@ class Layer {
   // call at construction (with OwnBuffers saying so: nothing is allocated for it).
   void share_output_of(const Layer& inner);
   void share_input_grad_of(const Layer& inner);
+  // A composite layer that knows when its parts' input gradients are dead lets parts whose
+  // gradients are never alive at once write them into one buffer it owns: parts built while an
+  // InputGradsFromOwner scope is alive allocate none, and the composite gives each one a window
+  // onto `buffer` (at least part.capacity() * part.in_features() floats; empty under a census)
+  // before its first backward.
+  void lend_input_grad_to(Layer& part, const FloatView& buffer) const;
 
   ConstMatrix saved_input() const { return saved_input_; }  // [n, in_features] of last forward
   Matrix output_rows(int n) const;                          // [n, out_features]
@@ -125,7 +131,22 @@ class Layer {
   int forward_rows_ = 0;     // n of the last forward
   bool has_forward_ = false;
   bool input_grad_needed_ = true;
+  bool input_grad_from_owner_ = false;  // built in an InputGradsFromOwner scope, not yet lent
   InputObserver* observer_ = nullptr;
+};
+
+// While alive, layers constructed on this thread allocate no input gradient: the composite
+// building them lends each one a buffer (Layer::lend_input_grad_to) before its first backward,
+// and a backward without one throws. Scopes nest; per thread, like SharedBufferScope.
+class InputGradsFromOwner {
+ public:
+  InputGradsFromOwner();
+  ~InputGradsFromOwner();
+  InputGradsFromOwner(const InputGradsFromOwner&) = delete;
+  InputGradsFromOwner& operator=(const InputGradsFromOwner&) = delete;
+
+ private:
+  bool previous_;
 };
 
 // f(layer), then the same for each of its parts, depth first in forward order.

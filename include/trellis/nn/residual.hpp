@@ -12,9 +12,13 @@
 // Parameters "<name>.conv1.weight", "<name>.bn1.weight|bias", "<name>.conv2.weight",
 // "<name>.bn2.weight|bias" and, with a projection, "<name>.shortcut.conv.weight",
 // "<name>.shortcut.bn.weight|bias".
-// backward: ds = dy * [y > 0]; ds flows back through bn2, conv2, relu, bn1, conv1 and
-// through the shortcut, and the two input gradients are added:
+// backward: ds = dy * [y > 0] (never written out: bn2, the shortcut's bn and the final add
+// mask dy themselves); ds flows back through bn2, conv2, relu, bn1, conv1 and through the
+// shortcut, and the two input gradients are added:
 //   dx = dx_main + (projection ? dx_shortcut : ds)     (=); parameter gradients +=.
+// Buffers: dx is conv1's input gradient; the norms' input gradients share one scratch buffer
+// and conv2's and the shortcut conv's another (each is dead once the next layer read it), so
+// backward needs three [capacity, max(features)] buffers, not eight.
 // The BatchNorms follow ctx.training and synchronise over `sync` when given (batchnorm.hpp).
 // preferred_block: the channel block the convolutions want (kernels/channel_layout.hpp); every
 // tensor whose channel count it divides (x, the inner and the output activations) is held in
@@ -67,7 +71,8 @@ class BasicBlock : public Layer {
   std::unique_ptr<BatchNorm2d> bn2_;
   std::unique_ptr<Conv2d> shortcut_conv_;     // null: identity shortcut
   std::unique_ptr<BatchNorm2d> shortcut_bn_;  // null: identity shortcut
-  FloatView sum_grad_;                        // [capacity * out_features]: ds
+  FloatView norm_grads_;  // [capacity * max(mid, out) features]: bn1, bn2, shortcut bn's dx
+  FloatView conv_grads_;  // [capacity * max(mid, in) features]: conv2, shortcut conv's dx
 };
 
 }  // namespace trellis::nn

@@ -57,7 +57,7 @@ TEST_CASE("relu and exact gelu match reference values", "[kernels]") {
   CHECK(kernels::gelu(-1.0f) == Approx(-0.1586553).margin(1e-6));
 }
 
-TEST_CASE("add_relu_forward is relu(a + b); relu_backward takes its mask from the output",
+TEST_CASE("add_relu_forward is relu(a + b); relu_backward(_add) take their mask from the output",
           "[kernels]") {
   // Sums negative, zero (-1 + 1), positive, and a NaN (relu(NaN) = 0 here, as relu_forward).
   const std::vector<float> as{-3.0f, -1.0f, 0.25f, 2.0f, -0.5f, std::nanf("")};
@@ -74,6 +74,14 @@ TEST_CASE("add_relu_forward is relu(a + b); relu_backward takes its mask from th
   kernels::relu_backward(as_matrix(sum, 2, 3), as_matrix(dy, 2, 3), as_matrix(dx_from_sum, 2, 3));
   CHECK(to_host(dx_from_y) == to_host(dx_from_sum));
   CHECK(to_host(dx_from_y) == std::vector<float>{0, 0, 0, 3, 3, 0});
+  // relu_backward_add: dx += the same masked values, as add(dx, relu_backward(...)) would give
+  // (-0 + 0 = +0 included: the masked zeros are added, not skipped).
+  FloatView acc = to_device("acc", {-0.0f, 1.0f, -2.0f, 0.5f, -0.0f, 7.0f}), reference_acc("r", n);
+  kernels::add(acc, dx_from_y, reference_acc);
+  kernels::relu_backward_add(as_matrix(y, 2, 3), as_matrix(dy, 2, 3), as_matrix(acc, 2, 3));
+  const std::vector<float> got = to_host(acc), want = to_host(reference_acc);
+  CHECK(got == want);
+  for (int i = 0; i < n; ++i) CHECK(std::signbit(got[i]) == std::signbit(want[i]));
   CHECK_THROWS_AS(
       kernels::add_relu_forward(as_matrix(a, 2, 3), as_matrix(b, 3, 2), as_matrix(y, 2, 3)),
       trellis::Error);
