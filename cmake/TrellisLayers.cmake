@@ -39,6 +39,14 @@ target_compile_definitions(trellis_deps INTERFACE
   $<$<BOOL:${TRELLIS_ENABLE_CUDNN}>:TRELLIS_ENABLE_CUDNN=1>)
 
 set(below "")
+# The host kernels' loops clamp with comparisons (core/fast_math.hpp's exp and erf, softmax
+# masks); GCC if-converts, and so vectorises, such loops only when it may assume floating-point
+# operations do not trap (measured: the GELU backward ran scalar in every clone without it).
+# No value changes: IEEE results and their order stay as written (Clang's default already).
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  add_compile_options(-fno-trapping-math)  # the layers below, the executable, the tests
+endif()
+
 foreach(layer IN LISTS TRELLIS_LAYERS)
   # The include root: <root>/<layer>/trellis/{this layer, every lower layer} -> source headers.
   string(REPLACE "/" "_" target ${layer})  # train/loop -> trellis_train_loop

@@ -25,7 +25,34 @@
 #define TRELLIS_HOST_INLINE inline
 #endif
 
+// Per-ISA versions written by hand, where a clone is not enough: code whose register blocking
+// depends on the vector width (a 64-byte GCC vector in an AVX2 clone is split into halves that
+// GCC keeps in memory: measured 10x slower than 32-byte vectors there). Built on the same
+// condition as the clones; elsewhere the build's own -march is the only version.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__) && \
+    !defined(__AVX512F__)
+#define TRELLIS_HOST_ISA_VERSIONS 1
+#define TRELLIS_TARGET_X86_64_V4 __attribute__((target("arch=x86-64-v4")))
+#define TRELLIS_TARGET_X86_64_V3 __attribute__((target("arch=x86-64-v3")))
+#else
+#define TRELLIS_HOST_ISA_VERSIONS 0
+#endif
+
 namespace trellis {
+
+// The instruction-set level the hand-written versions pick: the best this CPU has.
+enum class HostIsa { baseline, x86_64_v3, x86_64_v4 };
+inline HostIsa host_isa() {
+#if TRELLIS_HOST_ISA_VERSIONS
+  static const HostIsa isa = __builtin_cpu_supports("x86-64-v4")   ? HostIsa::x86_64_v4
+                             : __builtin_cpu_supports("x86-64-v3") ? HostIsa::x86_64_v3
+                                                                   : HostIsa::baseline;
+  return isa;
+#else
+  return HostIsa::baseline;  // the build's own instruction set
+#endif
+}
+
 // sum_j term(j) for j in [0, n) in 16 interleaved partial sums (lane l adds terms l, l + 16,
 // ...), then the partial sums pairwise: a float reduction GCC can vectorise without
 // -ffast-math, because the order of additions is written out. Deterministic; it differs from
