@@ -3,6 +3,7 @@
 #pragma once
 
 #include "trellis/kernels/attention/flash_attention.hpp"
+#include "trellis/kernels/attention/flash_tiles.hpp"
 #include "trellis/kernels/attention/qkv_layout.hpp"
 #include "trellis/kernels/dropout.hpp"
 
@@ -20,21 +21,16 @@ struct Dims {
   bool dropout;
 };
 
-// The host bodies take head dimensions up to this (their tiles live on the stack: at 128,
-// 96 KiB forward, 160 KiB backward); larger ones run the team kernels on the host too.
-inline constexpr std::int64_t kHostMaxHeadDim = 128;
-inline constexpr std::int64_t kHostTile = 64;  // query and key rows per tile (header: why)
-
-// The forward tile products on 16-float vectors (flash_attention_tiles.cpp), for head dimensions
-// vector_tiles_fit takes (whole vectors, at most kHostMaxHeadDim); shift = q0 - k0 bounds the
-// keys each query row sees (causal), and nothing past them is read or written.
-bool vector_tiles_fit(std::int64_t hd);
-// s [qn][kHostTile] = scale q k^T; q rows [qn] (stride ldq), k rows [kn] (stride ldk).
-void scores_tile(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t shift, float scale,
-                 const float* q, std::int64_t ldq, const float* k, std::int64_t ldk, float* s);
-// acc [qn][hd] += p [qn][kHostTile] v; v rows [kn] (stride ldv); p is 0 past each row's keys.
-void accumulate_values(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t shift,
-                       const float* p, const float* v, std::int64_t ldv, float* acc);
+// The forward tile products (kernels/attention/flash_tiles.hpp) in host_isa()'s version.
+inline void scores_tile(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t shift,
+                        float scale, const float* q, std::int64_t ldq, const float* k,
+                        std::int64_t ldk, float* s) {
+  scores_tile(host_isa(), qn, kn, hd, shift, scale, q, ldq, k, ldk, s);
+}
+inline void accumulate_values(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t shift,
+                              const float* p, const float* v, std::int64_t ldv, float* acc) {
+  accumulate_values(host_isa(), qn, kn, hd, shift, p, v, ldv, acc);
+}
 
 // Checks a call's shapes (Error naming `who` and every extent otherwise) and returns its
 // index constants. out_rows/out_cols: the [n, d] output; per_row_size: lse's length.

@@ -225,10 +225,11 @@ constexpr int kBaselineWidth = 4;
 
 bool vector_tiles_fit(std::int64_t hd) { return hd > 0 && hd % 16 == 0 && hd <= kHostMaxHeadDim; }
 
-void scores_tile(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t shift, float scale,
-                 const float* q, std::int64_t ldq, const float* k, std::int64_t ldk, float* s) {
+void scores_tile(HostIsa isa, std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t shift,
+                 float scale, const float* q, std::int64_t ldq, const float* k, std::int64_t ldk,
+                 float* s) {
 #if TRELLIS_HOST_ISA_VERSIONS
-  switch (host_isa()) {
+  switch (isa) {
     case HostIsa::x86_64_v4:
       return scores_tile_v4(qn, kn, hd, shift, scale, q, ldq, k, ldk, s);
     case HostIsa::x86_64_v3:
@@ -236,14 +237,17 @@ void scores_tile(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t
     case HostIsa::baseline:
       break;
   }
+#else
+  (void)isa;
 #endif
   scores_tile_w<kBaselineWidth>(qn, kn, hd, shift, scale, q, ldq, k, ldk, s);
 }
 
-void accumulate_values(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::int64_t shift,
-                       const float* p, const float* v, std::int64_t ldv, float* acc) {
+void accumulate_values(HostIsa isa, std::int64_t qn, std::int64_t kn, std::int64_t hd,
+                       std::int64_t shift, const float* p, const float* v, std::int64_t ldv,
+                       float* acc) {
 #if TRELLIS_HOST_ISA_VERSIONS
-  switch (host_isa()) {
+  switch (isa) {
     case HostIsa::x86_64_v4:
       return accumulate_values_v4(qn, kn, hd, shift, p, v, ldv, acc);
     case HostIsa::x86_64_v3:
@@ -251,6 +255,8 @@ void accumulate_values(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::i
     case HostIsa::baseline:
       break;
   }
+#else
+  (void)isa;
 #endif
   accumulate_values_w<kBaselineWidth>(qn, kn, hd, shift, p, v, ldv, acc);
 }
@@ -259,13 +265,13 @@ void accumulate_values(std::int64_t qn, std::int64_t kn, std::int64_t hd, std::i
 // Without GCC vectors the forward tile products are sgemm calls (flash_attention_host.cpp).
 bool vector_tiles_fit(std::int64_t) { return false; }
 
-void scores_tile(std::int64_t, std::int64_t, std::int64_t, std::int64_t, float, const float*,
-                 std::int64_t, const float*, std::int64_t, float*) {
+void scores_tile(HostIsa, std::int64_t, std::int64_t, std::int64_t, std::int64_t, float,
+                 const float*, std::int64_t, const float*, std::int64_t, float*) {
   throw Error("flash attention: this build has no vector tile products");
 }
 
-void accumulate_values(std::int64_t, std::int64_t, std::int64_t, std::int64_t, const float*,
-                       const float*, std::int64_t, float*) {
+void accumulate_values(HostIsa, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                       const float*, const float*, std::int64_t, float*) {
   throw Error("flash attention: this build has no vector tile products");
 }
 #endif
