@@ -305,7 +305,8 @@ MachineType calibrate_machine(MPI_Comm world, int node_local_size, int node_coun
       conv16.push_back(slowest(conv_rate(c, true, s, world), world));
       step("3x3 convolution bf16, " + std::to_string(c) + " channels");
     }
-  // The peak: the fastest GEMM or convolution measured, so every efficiency is at most 1.
+  // The peak: the fastest GEMM or convolution measured, so their efficiencies are at most 1
+  // (the attention's, on its nominal full-attention FLOPs, may exceed 1: machine_type.cpp).
   const double peak32 = std::max(*std::max_element(fp32.begin(), fp32.end()),
                                  *std::max_element(conv32.begin(), conv32.end()));
   m.peak_tflops_fp32 = peak32 * 1e-12;

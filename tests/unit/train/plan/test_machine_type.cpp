@@ -98,6 +98,14 @@ TEST_CASE("cluster file errors name the file, the section and the key", "[plan]"
   CHECK_THAT(error_of(text + "gemm_efficiency_bf16 = 256:0.5 64:0.2\n"),
              Catch::Contains("dimensions must ascend"));
   CHECK_THAT(error_of(text + "price_windows = 22:0.5\n"), Catch::Contains("START-END:MULTIPLIER"));
+  // A GEMM reaches at most the peak; causal attention, counted on full attention's FLOPs, up
+  // to twice it (a calibration measured 1.02 at head dim 128 on an AVX2 host).
+  CHECK_THAT(error_of(text + "gemm_efficiency_bf16 = 64:0.5 256:1.2\n"),
+             Catch::Contains("fraction 256:1.2 is above 1"));
+  CHECK(parse_cluster_text(text + "attention_efficiency_bf16 = 64:0.8 128:1.2\n", "x.ini")[0]
+            .attention_efficiency("bf16", 128) == Approx(1.2));
+  CHECK_THAT(error_of(text + "attention_efficiency_bf16 = 2.5\n"),
+             Catch::Contains("a fraction above 2"));
   CHECK_THAT(error_of(text + "min_nodes = 8\n"),
              Catch::Contains("min_nodes 8 is above max_nodes 4"));
   CHECK_THAT(error_of("devices_per_node = 1\n"),
